@@ -1,0 +1,5 @@
+"""Numbered, forward-only schema migrations (``NNNN_name.sql``), shipped as ``venturi.sql``.
+
+``{prefix}`` in a file is replaced by the queue's validated table prefix; it is
+the only text substituted into SQL anywhere in venturi.
+"""

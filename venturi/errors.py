@@ -1,0 +1,87 @@
+"""venturi's exception tree.
+
+Every error venturi raises on purpose derives from :class:`VenturiError`, and
+its message is one line that says what is wrong and what to do about it.
+Driver exceptions (asyncpg, OSError) are translated once, at the store
+boundary; nothing above the store catches them::
+
+    VenturiError
+    ├── ConfigError            bad prefix, lease, concurrency, DSN ... (also ValueError)
+    ├── TaskDefinitionError    a Task subclass that cannot work (also TypeError)
+    ├── UnknownKind            a kind no registered task defines (also LookupError)
+    ├── InvalidJob             a job that cannot be stored; `index` names it in a batch
+    ├── InvalidJobId           a job id or cursor that is not a UUID (also ValueError)
+    ├── PayloadDecodeError     a stored payload that no longer fits its task
+    ├── SchemaMissing          the tables are not there: run `venturi migrate`
+    └── DatabaseError          the database refused or failed a statement
+        └── DatabaseUnavailable  the database cannot be reached (transient, rule 15)
+"""
+
+from __future__ import annotations
+
+
+class VenturiError(Exception):
+    """Root of every error venturi raises on purpose."""
+
+
+class ConfigError(VenturiError, ValueError):
+    """A setting is invalid; raised before any SQL runs."""
+
+
+class TaskDefinitionError(VenturiError, TypeError):
+    """A Task subclass is malformed (bad field type, duplicate kind, ...)."""
+
+
+class UnknownKind(VenturiError, LookupError):
+    """No registered task has this kind."""
+
+    def __init__(self, kind: str, known: list[str] | None = None) -> None:
+        self.kind = kind
+        self.known = sorted(known or [])
+        hint = f"; known kinds: {', '.join(self.known)}" if self.known else ""
+        super().__init__(f"unknown task kind {kind!r}{hint}")
+
+
+class InvalidJob(VenturiError, ValueError):
+    """A job cannot be stored. In a batch, ``index`` is the offending position."""
+
+    def __init__(self, reason: str, *, index: int | None = None) -> None:
+        self.reason = reason
+        self.index = index
+        where = f"job {index}: " if index is not None else ""
+        suffix = " (nothing was enqueued)" if index is not None else ""
+        super().__init__(f"{where}{reason}{suffix}")
+
+
+class InvalidJobId(VenturiError, ValueError):
+    """A job id or cursor that is not a UUID."""
+
+
+class PayloadDecodeError(VenturiError):
+    """A stored payload does not decode into its task any more.
+
+    ``classification`` is a short, content-free reason fit for the journal.
+    """
+
+    def __init__(self, classification: str, detail: str) -> None:
+        self.classification = classification
+        super().__init__(f"{classification}: {detail}")
+
+
+class SchemaMissing(VenturiError):
+    """The queue's tables do not exist in this database."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        super().__init__(
+            f"table {prefix}jobs does not exist: run `venturi migrate` "
+            f"(or `await queue.migrate()`) for prefix {prefix!r}"
+        )
+
+
+class DatabaseError(VenturiError):
+    """The database failed a statement for a reason that is not transient."""
+
+
+class DatabaseUnavailable(DatabaseError):
+    """The database cannot be reached right now (refused, lost, restarting)."""

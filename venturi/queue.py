@@ -1,0 +1,337 @@
+"""The Queue handle: enqueue, inspect and administer one queue (one prefix)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from . import _codec
+from ._ids import uuid7
+from .config import DEFAULT_PREFIX
+from .errors import InvalidJob, InvalidJobId, PayloadDecodeError, UnknownKind
+from .store.base import (
+    CleanupCriteria,
+    Clock,
+    CountFilter,
+    Detail,
+    Enqueued,
+    HistoryFilter,
+    JobRecord,
+    JournalRecord,
+    MergeUpdate,
+    NewJob,
+    Snapshot,
+    Status,
+    Store,
+    WorkerInfo,
+)
+from .task import Keep, Priority, Replace, Task, With, lookup
+
+MAX_DELAY = dt.timedelta(days=3650)
+JobLike = Task | tuple[str, Mapping[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of history, newest first; pass ``next_cursor`` as ``before=``."""
+
+    jobs: list[JobRecord]
+    next_cursor: str | None
+
+
+def _status(value: Status | str, what: str = "status") -> Status:
+    try:
+        return Status(value)
+    except ValueError:
+        raise ValueError(
+            f"{what} {value!r} is not one of {', '.join(s.value for s in Status)}"
+        ) from None
+
+
+def normalize_subject(subject: str) -> str:
+    """Strip trailing ``/``: ``file:///a/`` names the same subtree as ``file:///a``."""
+    if not isinstance(subject, str):
+        raise TypeError("subject must be a string")
+    stripped = subject.rstrip("/")
+    if not stripped.strip():
+        raise ValueError("subject is empty after stripping '/': refusing to match every job")
+    return stripped
+
+
+class Queue:
+    """A handle on one queue. Cheap to share; safe for concurrent use.
+
+    Open one with ``async with Queue.connect(dsn) as queue`` (PostgreSQL) or
+    ``Queue(MemoryStore())`` in tests.
+    """
+
+    def __init__(self, store: Store, *, max_payload_bytes: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES):
+        self.store = store
+        self.max_payload_bytes = max_payload_bytes
+
+    @property
+    def prefix(self) -> str:
+        return self.store.prefix
+
+    @staticmethod
+    @asynccontextmanager
+    async def connect(
+        dsn: str,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        min_size: int = 1,
+        max_size: int = 10,
+        pooler: bool = False,
+        listen_dsn: str | None = None,
+        clock: Clock | None = None,
+        max_payload_bytes: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES,
+    ) -> AsyncIterator[Queue]:
+        """Open a pool on ``dsn`` for the queue named by ``prefix``; closed on exit."""
+        from .store.postgres import PostgresStore
+
+        store = await PostgresStore.connect(
+            dsn, prefix=prefix, min_size=min_size, max_size=max_size, pooler=pooler,
+            listen_dsn=listen_dsn, clock=clock,
+        )
+        try:
+            yield Queue(store, max_payload_bytes=max_payload_bytes)
+        finally:
+            await store.close()
+
+    async def close(self) -> None:
+        await self.store.close()
+
+    async def migrate(self) -> list[str]:
+        """Apply pending schema migrations; returns the ones applied."""
+        return await self.store.migrate()
+
+    # --- enqueue ------------------------------------------------------------------------
+
+    def _new_job(
+        self,
+        item: JobLike,
+        *,
+        index: int | None = None,
+        delay: dt.timedelta | None = None,
+        at: dt.datetime | None = None,
+        priority: Priority | int | str | None = None,
+    ) -> tuple[NewJob, Task]:
+        try:
+            task = self._as_task(item)
+            options = type(task).__task__
+            payload = _codec.dumps(task)
+            _codec.check_size(payload, self.max_payload_bytes)
+            if delay is not None and at is not None:
+                raise InvalidJob("give delay= or at=, not both")
+            if delay is not None and not (dt.timedelta(0) <= delay <= MAX_DELAY):
+                raise InvalidJob(f"delay {delay} is outside 0..{MAX_DELAY.days} days")
+            if at is not None and (not isinstance(at, dt.datetime) or at.tzinfo is None):
+                raise InvalidJob("at= must be a timezone-aware datetime")
+            try:
+                prio = options.priority if priority is None else Priority.parse(priority)
+            except ValueError as exc:
+                raise InvalidJob(str(exc)) from None
+            subject = task.subject()
+            dedup_key = task.dedup_key()
+            for name, value in (("subject", subject), ("dedup_key", dedup_key)):
+                if value is not None and (not isinstance(value, str) or "\x00" in value):
+                    raise InvalidJob(f"{name}() must return a string without NUL characters")
+        except InvalidJob as exc:
+            if index is None:
+                raise
+            raise InvalidJob(exc.reason, index=index) from None
+        job = NewJob(
+            id=uuid7(), kind=options.kind, payload=payload, priority=int(prio),
+            max_failures=options.max_failures, delay=delay or dt.timedelta(0), at=at,
+            dedup_key=dedup_key, subject=subject, periodic=options.periodic,
+        )
+        return job, task
+
+    @staticmethod
+    def _as_task(item: JobLike) -> Task:
+        if isinstance(item, Task):
+            return item
+        if isinstance(item, tuple) and len(item) == 2:
+            kind, payload = item
+            try:
+                return lookup(kind).from_payload(payload)
+            except UnknownKind as exc:
+                raise InvalidJob(str(exc)) from None
+            except PayloadDecodeError as exc:
+                raise InvalidJob(f"payload does not fit task {kind!r}: {exc}") from None
+        raise InvalidJob(f"expected a Task instance, got {type(item).__name__}")
+
+    def _merge_fn(self, tasks: dict[UUID, Task]) -> Any:
+        def merge(new: NewJob, pending: JobRecord) -> MergeUpdate | None:
+            task = tasks[new.id]
+            try:
+                current = type(task).from_payload(pending.payload)
+            except PayloadDecodeError:
+                return None  # the pending job no longer decodes: enqueue ours beside it
+            decision = task.merge(current, pending.carry)
+            if isinstance(decision, Keep):
+                return MergeUpdate()
+            if isinstance(decision, Replace):
+                return MergeUpdate(payload=new.payload, priority=new.priority,
+                                   set_carry=True, carry=None)
+            if isinstance(decision, With):
+                if type(decision.payload) is not type(task):
+                    raise InvalidJob("With(payload=...) must be a task of the same kind")
+                payload = _codec.dumps(decision.payload)
+                _codec.check_size(payload, self.max_payload_bytes)
+                carry = None if decision.carry is None else _codec.dumps(decision.carry)
+                return MergeUpdate(payload=payload, priority=new.priority,
+                                   set_carry=True, carry=carry)
+            raise InvalidJob(f"merge() returned {decision!r}, not Keep/Replace/With")
+        return merge
+
+    async def enqueue(
+        self,
+        task: Task,
+        *,
+        delay: dt.timedelta | None = None,
+        at: dt.datetime | None = None,
+        priority: Priority | int | str | None = None,
+        conn: Any = None,
+    ) -> Enqueued:
+        """Enqueue one task. With ``conn=`` (any asyncpg Connection) the insert
+        joins the caller's transaction and workers are notified at its commit."""
+        job, task = self._new_job(task, delay=delay, at=at, priority=priority)
+        merge = self._merge_fn({job.id: task}) if job.dedup_key is not None else None
+        (result,) = await self.store.enqueue([job], merge=merge, conn=conn)
+        return result
+
+    async def enqueue_many(self, tasks: Sequence[JobLike], *, conn: Any = None) -> list[UUID]:
+        """Enqueue a batch atomically (one statement without dedup keys). Returns
+        ids in input order; a merged item returns the surviving job's id. One bad
+        item rejects the whole batch, naming its index."""
+        jobs: list[NewJob] = []
+        by_id: dict[UUID, Task] = {}
+        for index, item in enumerate(tasks):
+            job, task = self._new_job(item, index=index)
+            jobs.append(job)
+            by_id[job.id] = task
+        merge = self._merge_fn(by_id) if any(j.dedup_key for j in jobs) else None
+        results = await self.store.enqueue(jobs, merge=merge, conn=conn)
+        return [r.id for r in results]
+
+    # --- inspect ------------------------------------------------------------------------
+
+    async def job(self, id: UUID | str) -> JobRecord | None:
+        return await self.store.job(_uuid(id))
+
+    async def journal(self, id: UUID | str) -> list[JournalRecord]:
+        return await self.store.journal(_uuid(id))
+
+    async def stats(self) -> Snapshot:
+        return await self.store.stats()
+
+    async def detail(self, limit: int = 20) -> Detail:
+        if limit < 0:
+            raise ValueError("limit must be >= 0")
+        return await self.store.detail(limit)
+
+    async def history(
+        self,
+        *,
+        kind: str | None = None,
+        status: Status | str | None = None,
+        finished_since: dt.datetime | None = None,
+        finished_until: dt.datetime | None = None,
+        before: str | UUID | None = None,
+        limit: int = 50,
+    ) -> Page:
+        """Jobs newest first, one keyset page at a time."""
+        if not 1 <= limit <= 10_000:
+            raise ValueError("limit must be between 1 and 10000")
+        cursor = None if before is None else _uuid(before, what="cursor")
+        rows = await self.store.query_jobs(HistoryFilter(
+            kind=kind, status=None if status is None else _status(status),
+            finished_since=finished_since, finished_until=finished_until,
+            before=cursor, limit=limit + 1,
+        ))
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return Page(rows, str(rows[-1].id) if more else None)
+
+    async def count(
+        self,
+        *,
+        kind: str | None = None,
+        subject: str | None = None,
+        statuses: Sequence[Status | str] | None = None,
+    ) -> int:
+        """Jobs of ``kind`` and/or in ``subject``'s subtree, in ``statuses`` (any by default)."""
+        return await self.store.count(CountFilter(
+            kind=kind,
+            subject=None if subject is None else normalize_subject(subject),
+            statuses=None if statuses is None else tuple(_status(s) for s in statuses),
+        ))
+
+    async def workers(self) -> list[WorkerInfo]:
+        return await self.store.workers()
+
+    # --- administer ------------------------------------------------------------------------
+
+    async def cancel(
+        self,
+        *,
+        ids: Sequence[UUID | str] | None = None,
+        subject: str | None = None,
+        conn: Any = None,
+    ) -> int:
+        """Delete jobs by id, or every job in ``subject``'s subtree (rule 11).
+        Running ones are cancelled by their workers; side effects are not undone."""
+        if ids is None and subject is None:
+            raise ValueError("cancel() needs ids= or subject=")
+        if ids is not None and subject is not None:
+            raise ValueError("cancel() takes ids= or subject=, not both")
+        if ids is not None:
+            return await self.store.cancel(ids=[_uuid(i) for i in ids], conn=conn)
+        return await self.store.cancel(subject=normalize_subject(subject or ""), conn=conn)
+
+    async def retry(
+        self,
+        *,
+        ids: Sequence[UUID | str] | None = None,
+        kind: str | None = None,
+        status: Status | str = Status.DEAD,
+    ) -> int:
+        """Redrive dead jobs: back to pending, fresh failure budget, journal ``redriven``."""
+        if _status(status) is not Status.DEAD:
+            raise ValueError("only dead jobs can be retried (status='dead')")
+        if ids is None and kind is None:
+            raise ValueError("retry() needs ids= or kind=")
+        if ids is not None:
+            return await self.store.retry(ids=[_uuid(i) for i in ids])
+        return await self.store.retry(kind=kind)
+
+    async def cleanup(
+        self,
+        *,
+        finished_before: dt.datetime,
+        kind: str | None = None,
+        status: Status | str | None = None,
+    ) -> int:
+        """Delete finished jobs (and their journals) older than ``finished_before``."""
+        st = None if status is None else _status(status)
+        if st is not None and not st.terminal:
+            raise ValueError("cleanup only removes finished jobs: status must be completed or dead")
+        if finished_before.tzinfo is None:
+            raise ValueError("finished_before must be timezone-aware")
+        return await self.store.cleanup(CleanupCriteria(finished_before, kind, st))
+
+
+def _uuid(value: UUID | str, what: str = "job id") -> UUID:
+    if isinstance(value, UUID):
+        return value
+    try:
+        return UUID(str(value))
+    except ValueError:
+        raise InvalidJobId(f"{what} {value!r} is not a UUID") from None
+
+

@@ -1,0 +1,526 @@
+"""MemoryStore: the storage contract in process memory, for users' tests.
+
+It passes the same conformance suite as PostgresStore. Every operation runs
+without awaiting in the middle, so under one event loop each is atomic, the
+way a single SQL statement is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any
+from uuid import UUID
+
+import orjson
+
+from .. import _codec
+from ..config import validate_prefix
+from ..errors import ConfigError
+from .base import (
+    Action,
+    ClaimRequest,
+    CleanupCriteria,
+    Clock,
+    CountFilter,
+    DatabaseClock,
+    Detail,
+    Enqueued,
+    FailedJob,
+    HistoryFilter,
+    JobRecord,
+    JournalRecord,
+    LeaseRenewal,
+    Listener,
+    MergeFn,
+    MergeUpdate,
+    NewJob,
+    Outcome,
+    Recovered,
+    Settled,
+    Settlement,
+    Snapshot,
+    Status,
+    Store,
+    WorkerInfo,
+)
+
+UTC = dt.UTC
+_ACTIVE = (Status.PENDING, Status.CLAIMED)
+
+
+def _in_subtree(subject: str | None, root: str) -> bool:
+    return subject is not None and (subject == root or subject.startswith(root + "/"))
+
+
+class MemoryStore(Store):
+    """An in-memory store with PostgresStore's semantics (no durability)."""
+
+    def __init__(self, *, prefix: str = "venturi_", clock: Clock | None = None) -> None:
+        self.prefix = validate_prefix(prefix)
+        self.clock = clock or DatabaseClock()
+        self._jobs: dict[UUID, JobRecord] = {}
+        self._journal: dict[UUID, list[JournalRecord]] = {}
+        self._journal_ids = itertools.count(1)
+        self._workers: dict[tuple[str, str], WorkerInfo] = {}
+        self._listeners: set[MemoryListener] = set()
+        self._locks: dict[str, str] = {}
+        self.migrated = False
+
+    def _now(self) -> dt.datetime:
+        return self.clock.now() or dt.datetime.now(UTC)
+
+    # --- internals -------------------------------------------------------------------
+
+    def _put(self, job: JobRecord, **changes: Any) -> JobRecord:
+        new = dataclasses.replace(job, **changes)
+        self._jobs[job.id] = new
+        return new
+
+    def _append(self, job: JobRecord, run_no: int, outcome: Outcome, note: str | None,
+                attachment: Any = None) -> None:
+        entry = JournalRecord(next(self._journal_ids), job.id, job.kind, run_no, self._now(),
+                              outcome, note, attachment)
+        self._journal.setdefault(job.id, []).append(entry)
+
+    def _notify(self, channel: str, payload: str) -> None:
+        for listener in list(self._listeners):
+            listener.push(channel, payload)
+
+    def _periodic_taken(self, kind: str, ignore: UUID | None = None) -> bool:
+        return any(
+            j.periodic and j.kind == kind and j.status in _ACTIVE and j.id != ignore
+            for j in self._jobs.values()
+        )
+
+    def _insert(self, job: NewJob, now: dt.datetime) -> JobRecord:
+        if job.id in self._jobs:
+            raise ConfigError(f"duplicate job id {job.id}")
+        record = JobRecord(
+            id=job.id, kind=job.kind, payload=orjson.loads(job.payload), priority=job.priority,
+            status=Status.PENDING, created_at=now, visible_at=job.at or now + job.delay,
+            claim_expires_at=None, claimed_by=None, finished_at=None, run_count=0,
+            failure_count=0, max_failures=job.max_failures, carry=_codec.loads(job.carry),
+            dedup_key=job.dedup_key, subject=job.subject, periodic=job.periodic,
+        )
+        self._jobs[job.id] = record
+        return record
+
+    # --- schema ----------------------------------------------------------------------
+
+    async def migrate(self) -> list[str]:
+        if self.migrated:
+            return []
+        self.migrated = True
+        return ["memory"]
+
+    # --- producing ---------------------------------------------------------------------
+
+    async def enqueue(
+        self, jobs: Sequence[NewJob], *, merge: MergeFn | None = None, conn: Any = None
+    ) -> list[Enqueued]:
+        if conn is not None:
+            raise ConfigError("MemoryStore cannot join a caller's connection (conn=)")
+        now = self._now()
+        for job in jobs:
+            if not 0 <= job.priority <= 2:
+                raise ConfigError(f"priority {job.priority} is out of range 0..2")
+        # Work on a copy so a failure half-way leaves nothing behind (atomic batch).
+        saved_jobs, saved_journal = dict(self._jobs), {k: list(v) for k, v in self._journal.items()}
+        results: list[Enqueued] = []
+        kinds: set[str] = set()
+        try:
+            for job in jobs:
+                if job.dedup_key is not None:
+                    candidate = self._candidate(job.kind, job.dedup_key)
+                    update = None
+                    if candidate is not None:
+                        update = merge(job, candidate) if merge else MergeUpdate()
+                    if candidate is not None and update is not None:
+                        requested = job.at or now + job.delay
+                        self._merge(candidate, update, requested, None)
+                        results.append(Enqueued(candidate.id, True))
+                        kinds.add(job.kind)
+                        continue
+                self._insert(job, now)
+                results.append(Enqueued(job.id, False))
+                kinds.add(job.kind)
+        except BaseException:
+            self._jobs, self._journal = saved_jobs, saved_journal
+            raise
+        for kind in sorted(kinds):
+            self._notify("jobs", kind)
+        return results
+
+    def _candidate(self, kind: str, key: str) -> JobRecord | None:
+        found = [j for j in self._jobs.values()
+                 if j.kind == kind and j.dedup_key == key and j.status is Status.PENDING]
+        return min(found, key=lambda j: (j.created_at, j.id), default=None)
+
+    def _merge(self, job: JobRecord, update: MergeUpdate, visible_at: dt.datetime | None,
+               note: str | None) -> None:
+        changes: dict[str, Any] = {}
+        if update.payload is not None:
+            changes["payload"] = orjson.loads(update.payload)
+        if update.priority is not None:
+            changes["priority"] = update.priority
+        if update.set_carry:
+            changes["carry"] = _codec.loads(update.carry)
+        if visible_at is not None and visible_at < job.visible_at:
+            changes["visible_at"] = visible_at
+        job = self._put(job, **changes)
+        self._append(job, job.run_count, Outcome.MERGED, note)
+
+    async def dedup_candidate(self, kind: str, dedup_key: str) -> JobRecord | None:
+        return self._candidate(kind, dedup_key)
+
+    async def merge_into(
+        self, id: UUID, update: MergeUpdate, *, visible_at: dt.datetime | None = None,
+        note: str | None = None,
+    ) -> bool:
+        job = self._jobs.get(id)
+        if job is None or job.status is not Status.PENDING:
+            return False
+        self._merge(job, update, visible_at, note)
+        self._notify("jobs", job.kind)
+        return True
+
+    # --- working ------------------------------------------------------------------------
+
+    def _runnable(self, kinds: Mapping[str, dt.timedelta], now: dt.datetime,
+                  tier: int | None = None) -> list[JobRecord]:
+        found = [
+            j for j in self._jobs.values()
+            if j.status is Status.PENDING and j.visible_at <= now and j.kind in kinds
+            and (tier is None or j.priority == tier)
+        ]
+        found.sort(key=lambda j: (j.priority, j.visible_at, j.id))
+        return found
+
+    async def claim(self, request: ClaimRequest) -> list[JobRecord]:
+        if request.limit <= 0 or not request.leases:
+            return []
+        now = self._now()
+        picked: list[JobRecord] = []
+        picked.extend(self._runnable(request.leases, now, 2)[: min(request.reserve_low,
+                                                                      request.limit)])
+        picked.extend(self._runnable(request.leases, now, 1)[: min(request.reserve_normal,
+                                                                      request.limit)])
+        taken = {j.id for j in picked}
+        room = max(request.limit - len(picked), 0)
+        picked.extend([j for j in self._runnable(request.leases, now) if j.id not in taken][:room])
+        return [
+            self._put(j, status=Status.CLAIMED, claimed_by=request.claimed_by,
+                      run_count=j.run_count + 1,
+                      claim_expires_at=now + request.leases[j.kind])
+            for j in picked
+        ]
+
+    async def settle_many(
+        self, claimed_by: str, settlements: Sequence[Settlement]
+    ) -> list[Settled]:
+        now = self._now()
+        out: list[Settled] = []
+        woke: set[str] = set()
+        for s in settlements:
+            job = self._jobs.get(s.id)
+            if (job is None or job.status is not Status.CLAIMED or job.claimed_by != claimed_by
+                    or job.run_count != s.run_no):
+                out.append(Settled(s.id, False))
+                continue
+            failed = s.action in (Action.FAIL, Action.KILL)
+            failures = job.failure_count + (1 if failed else 0)
+            if s.action is Action.COMPLETE:
+                status, outcome = Status.COMPLETED, Outcome.COMPLETED
+            elif s.action is Action.KILL or (
+                    s.action is Action.FAIL and failures >= job.max_failures):
+                status, outcome = Status.DEAD, Outcome.DEAD
+            elif s.action is Action.FAIL:
+                status, outcome = Status.PENDING, Outcome.RETRIED
+            elif s.action is Action.PAUSE:
+                status, outcome = Status.PENDING, Outcome.PAUSED
+            else:
+                status, outcome = Status.PENDING, Outcome.RELEASED
+            changes: dict[str, Any] = dict(
+                status=status, failure_count=failures, claimed_by=None, claim_expires_at=None,
+                finished_at=now if status.terminal else None,
+            )
+            if s.action in (Action.FAIL, Action.PAUSE, Action.RELEASE):
+                changes["visible_at"] = now + s.delay
+            if s.set_carry:
+                changes["carry"] = _codec.loads(s.carry)
+            job = self._put(job, **changes)
+            self._append(job, s.run_no, outcome, s.note, _codec.loads(s.attachment))
+            if status is Status.PENDING:
+                woke.add(job.kind)
+            if job.periodic and status.terminal and s.successor is not None:
+                next_id, next_at = s.successor
+                if not self._periodic_taken(job.kind) and next_id not in self._jobs:
+                    self._jobs[next_id] = dataclasses.replace(
+                        job, id=next_id, status=Status.PENDING, created_at=now,
+                        visible_at=max(next_at, now), claim_expires_at=None, claimed_by=None,
+                        finished_at=None, run_count=0, failure_count=0, carry=None,
+                        dedup_key=None, subject=None,
+                    )
+            out.append(Settled(s.id, True, status, outcome))
+        for kind in sorted(woke):
+            self._notify("jobs", kind)
+        return out
+
+    async def extend_leases(
+        self, claimed_by: str, renewals: Sequence[LeaseRenewal]
+    ) -> set[UUID]:
+        now = self._now()
+        held: set[UUID] = set()
+        for r in renewals:
+            job = self._jobs.get(r.id)
+            if (job is not None and job.status is Status.CLAIMED and job.claimed_by == claimed_by
+                    and job.run_count == r.run_no):
+                self._put(job, claim_expires_at=now + r.lease)
+                held.add(r.id)
+        return held
+
+    def _stale(self, now: dt.datetime) -> list[JobRecord]:
+        found = [j for j in self._jobs.values() if j.status is Status.CLAIMED
+                 and j.claim_expires_at is not None and j.claim_expires_at < now]
+        found.sort(key=lambda j: (j.claim_expires_at or now, j.id))
+        return found
+
+    def _recover(self, job: JobRecord, now: dt.datetime, note: str) -> Recovered:
+        failures = job.failure_count + 1
+        dead = failures >= job.max_failures
+        owner = job.claimed_by or ""
+        job = self._put(
+            job, status=Status.DEAD if dead else Status.PENDING, failure_count=failures,
+            finished_at=now if dead else None, visible_at=now, claimed_by=None,
+            claim_expires_at=None,
+        )
+        self._append(job, job.run_count, Outcome.DEAD if dead else Outcome.STALE_RECOVERED, note)
+        return Recovered(job.id, job.kind, job.run_count, job.status, owner)
+
+    async def find_stale(self, limit: int = 1000) -> list[JobRecord]:
+        return self._stale(self._now())[:limit]
+
+    async def recover(self, id: UUID, run_no: int) -> Recovered | None:
+        now = self._now()
+        job = self._jobs.get(id)
+        if (job is None or job.status is not Status.CLAIMED or job.run_count != run_no
+                or job.claim_expires_at is None or not job.claim_expires_at < now):
+            return None
+        result = self._recover(job, now, "lease-expired")
+        self._wake([result])
+        return result
+
+    async def recover_stale(self, limit: int = 1000) -> list[Recovered]:
+        now = self._now()
+        results = [self._recover(j, now, "lease-expired") for j in self._stale(now)[:limit]]
+        self._wake(results)
+        return results
+
+    async def recover_boot(self, name: str, claimed_by: str) -> list[Recovered]:
+        now = self._now()
+        mine = [
+            j for j in self._jobs.values()
+            if j.status is Status.CLAIMED and j.claimed_by is not None
+            and j.claimed_by != claimed_by and j.claimed_by.startswith(name + "/")
+            and "/" not in j.claimed_by[len(name) + 1:]
+        ]
+        results = [self._recover(j, now, "worker-restarted") for j in mine]
+        self._wake(results)
+        return results
+
+    def _wake(self, results: Sequence[Recovered]) -> None:
+        for kind in sorted({r.kind for r in results if r.status is Status.PENDING}):
+            self._notify("jobs", kind)
+
+    async def next_visible_at(self, kinds: Sequence[str]) -> dt.datetime | None:
+        now = self._now()
+        return min(
+            (j.visible_at for j in self._jobs.values()
+             if j.status is Status.PENDING and j.visible_at > now and j.kind in kinds),
+            default=None,
+        )
+
+    async def seed_periodic(self, jobs: Sequence[NewJob]) -> int:
+        now = self._now()
+        n = 0
+        for job in jobs:
+            if not self._periodic_taken(job.kind):
+                self._insert(dataclasses.replace(job, periodic=True), now)
+                n += 1
+        return n
+
+    # --- inspecting -------------------------------------------------------------------------
+
+    async def job(self, id: UUID) -> JobRecord | None:
+        return self._jobs.get(id)
+
+    async def journal(self, id: UUID) -> list[JournalRecord]:
+        return list(self._journal.get(id, []))
+
+    async def query_jobs(self, filter: HistoryFilter) -> list[JobRecord]:
+        f = filter
+        found = [
+            j for j in self._jobs.values()
+            if (f.before is None or j.id < f.before)
+            and (f.kind is None or j.kind == f.kind)
+            and (f.status is None or j.status is f.status)
+            and (f.finished_since is None or (j.finished_at is not None
+                                              and j.finished_at >= f.finished_since))
+            and (f.finished_until is None or (j.finished_at is not None
+                                              and j.finished_at < f.finished_until))
+        ]
+        found.sort(key=lambda j: j.id, reverse=True)
+        return found[: f.limit]
+
+    async def count(self, filter: CountFilter) -> int:
+        statuses = set(filter.statuses) if filter.statuses else set(Status)
+        return sum(
+            1 for j in self._jobs.values()
+            if j.status in statuses
+            and (filter.kind is None or j.kind == filter.kind)
+            and (filter.subject is None or _in_subtree(j.subject, filter.subject))
+        )
+
+    async def stats(self) -> Snapshot:
+        now = self._now()
+        snap = Snapshot(counts_by_status={s.value: 0 for s in Status})
+        oldest: dict[str, dt.datetime] = {}
+        for j in self._jobs.values():
+            snap.counts_by_status[j.status.value] += 1
+            if j.status is Status.PENDING:
+                if j.visible_at <= now:
+                    snap.pending_by_kind[j.kind] = snap.pending_by_kind.get(j.kind, 0) + 1
+                    oldest[j.kind] = min(oldest.get(j.kind, j.visible_at), j.visible_at)
+                else:
+                    snap.scheduled_by_kind[j.kind] = snap.scheduled_by_kind.get(j.kind, 0) + 1
+            elif j.status is Status.CLAIMED:
+                snap.claimed_by_kind[j.kind] = snap.claimed_by_kind.get(j.kind, 0) + 1
+            elif j.status is Status.DEAD:
+                snap.dead_by_kind[j.kind] = snap.dead_by_kind.get(j.kind, 0) + 1
+        snap.oldest_pending_age.update({k: now - v for k, v in oldest.items()})
+        return dataclasses.replace(snap, claimed=snap.counts_by_status["claimed"])
+
+    async def detail(self, limit: int) -> Detail:
+        now = self._now()
+        runnable = [j.visible_at for j in self._jobs.values()
+                    if j.status is Status.PENDING and j.visible_at <= now]
+        dead = sorted(
+            (j for j in self._jobs.values() if j.status is Status.DEAD),
+            key=lambda j: (-(j.finished_at or now).timestamp(), j.id),
+        )[:limit]
+        failed = []
+        for j in dead:
+            reason = next((e.note for e in reversed(self._journal.get(j.id, []))
+                           if e.outcome is Outcome.DEAD), None)
+            failed.append(FailedJob(j.id, j.kind, j.subject, reason, j.finished_at or now))
+        return Detail(now - min(runnable) if runnable else None, failed)
+
+    # --- administering ------------------------------------------------------------------------
+
+    async def cancel(
+        self, *, ids: Sequence[UUID] | None = None, subject: str | None = None, conn: Any = None
+    ) -> int:
+        if conn is not None:
+            raise ConfigError("MemoryStore cannot join a caller's connection (conn=)")
+        if ids is not None:
+            wanted = set(ids)
+            victims = [j for j in self._jobs.values() if j.id in wanted]
+        else:
+            victims = [j for j in self._jobs.values() if _in_subtree(j.subject, subject or "")]
+        claimed = [str(j.id) for j in victims if j.status is Status.CLAIMED]
+        for j in victims:
+            del self._jobs[j.id]
+            self._journal.pop(j.id, None)
+        for start in range(0, len(claimed), 100):
+            self._notify("control", orjson.dumps(
+                {"op": "cancel", "ids": claimed[start:start + 100]}).decode())
+        return len(victims)
+
+    async def retry(self, *, ids: Sequence[UUID] | None = None, kind: str | None = None) -> int:
+        now = self._now()
+        wanted = None if ids is None else set(ids)
+        n = 0
+        kinds: set[str] = set()
+        for j in sorted(self._jobs.values(), key=lambda j: j.id):
+            if j.status is not Status.DEAD:
+                continue
+            if wanted is not None and j.id not in wanted:
+                continue
+            if wanted is None and kind is not None and j.kind != kind:
+                continue
+            if j.periodic and self._periodic_taken(j.kind):
+                continue
+            j = self._put(j, status=Status.PENDING, failure_count=0, finished_at=None,
+                          visible_at=now)
+            self._append(j, j.run_count, Outcome.REDRIVEN, "operator")
+            kinds.add(j.kind)
+            n += 1
+        for k in sorted(kinds):
+            self._notify("jobs", k)
+        return n
+
+    async def cleanup(self, criteria: CleanupCriteria) -> int:
+        statuses = {criteria.status} if criteria.status else {Status.COMPLETED, Status.DEAD}
+        victims = [
+            j.id for j in self._jobs.values()
+            if j.status in statuses and j.finished_at is not None
+            and j.finished_at < criteria.finished_before
+            and (criteria.kind is None or j.kind == criteria.kind)
+        ]
+        for id in victims:
+            del self._jobs[id]
+            self._journal.pop(id, None)
+        return len(victims)
+
+    # --- workers and control ---------------------------------------------------------------------
+
+    async def heartbeat(self, info: WorkerInfo) -> None:
+        key = (info.name, info.boot_id)
+        self._workers[key] = dataclasses.replace(info, last_seen=self._now())
+
+    async def forget_worker(self, name: str, boot_id: str) -> None:
+        self._workers.pop((name, boot_id), None)
+
+    async def workers(self) -> list[WorkerInfo]:
+        return sorted(self._workers.values(), key=lambda w: (w.name, w.started_at))
+
+    async def notify_control(self, message: Mapping[str, Any]) -> None:
+        self._notify("control", orjson.dumps(message).decode())
+
+    async def db_now(self) -> dt.datetime:
+        return self._now()
+
+    def listen(self) -> Listener:
+        return MemoryListener(self)
+
+    def try_lock(self, key: str, owner: str) -> bool:
+        """In-process stand-in for a session advisory lock."""
+        holder = self._locks.setdefault(key, owner)
+        return holder == owner
+
+    def unlock(self, key: str, owner: str) -> None:
+        if self._locks.get(key) == owner:
+            del self._locks[key]
+
+
+class MemoryListener(Listener):
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+        self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+
+    def push(self, channel: str, payload: str) -> None:
+        self._queue.put_nowait((channel, payload))
+
+    async def __aenter__(self) -> MemoryListener:
+        self._store._listeners.add(self)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._store._listeners.discard(self)
+
+    async def receive(self) -> tuple[str, str]:
+        return await self._queue.get()

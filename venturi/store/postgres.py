@@ -1,0 +1,612 @@
+"""PostgresStore: the storage contract over an asyncpg pool.
+
+Driver errors are translated here, once, into venturi's exception tree; no
+code above the store catches an asyncpg exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+import orjson
+
+from .. import _codec
+from ..config import mask_dsn, validate_prefix
+from ..errors import (
+    ConfigError,
+    DatabaseError,
+    DatabaseUnavailable,
+    InvalidJob,
+    SchemaMissing,
+)
+from . import _sql
+from .base import (
+    ClaimRequest,
+    CleanupCriteria,
+    Clock,
+    CountFilter,
+    DatabaseClock,
+    Detail,
+    Enqueued,
+    FailedJob,
+    HistoryFilter,
+    JobRecord,
+    JournalRecord,
+    LeaseRenewal,
+    Listener,
+    MergeFn,
+    MergeUpdate,
+    NewJob,
+    Outcome,
+    Recovered,
+    Settled,
+    Settlement,
+    Snapshot,
+    Status,
+    Store,
+    WorkerInfo,
+)
+
+ALL_STATUSES = [s.value for s in Status]
+
+# SQLSTATE classes that mean "the server is not there right now" (rule 15).
+_TRANSIENT_CLASSES = ("08", "57P")
+_TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
+    OSError,
+    asyncio.TimeoutError,
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.TooManyConnectionsError,
+    asyncpg.InterfaceError,
+)
+
+
+def translate(exc: BaseException, prefix: str, dsn: str | None = None) -> BaseException:
+    """Map a driver exception to venturi's tree (one line, no secrets)."""
+    where = f" ({mask_dsn(dsn)})" if dsn else ""
+    if isinstance(exc, asyncpg.UndefinedTableError):
+        return SchemaMissing(prefix)
+    if isinstance(
+        exc, asyncpg.InvalidPasswordError | asyncpg.InvalidAuthorizationSpecificationError
+    ):
+        return DatabaseError(f"authentication failed{where}: check the user and password")
+    if isinstance(exc, asyncpg.InvalidCatalogNameError):
+        return DatabaseError(f"database does not exist{where}: create it or fix the DSN")
+    if isinstance(exc, asyncpg.PostgresError):
+        state = exc.sqlstate or ""
+        if state.startswith(_TRANSIENT_CLASSES):
+            return DatabaseUnavailable(f"database unavailable{where}: {_line(exc)}")
+        if state == "22P05" or state == "22021":  # untranslatable character / bad encoding
+            return InvalidJob(f"payload cannot be stored as jsonb ({_line(exc)})")
+        return DatabaseError(f"database error {state}: {_line(exc)}")
+    if isinstance(exc, _TRANSIENT_ERRORS):
+        detail = _line(exc) or type(exc).__name__
+        return DatabaseUnavailable(f"database unavailable{where}: {detail}")
+    return exc
+
+
+def _line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
+
+
+@contextlib.contextmanager
+def _translated(prefix: str, dsn: str | None = None) -> Any:
+    try:
+        yield
+    except (asyncpg.PostgresError, *_TRANSIENT_ERRORS) as exc:  # type: ignore[misc]
+        raise translate(exc, prefix, dsn) from None
+
+
+def _record(r: Any) -> JobRecord:
+    carry = r[13]
+    return JobRecord(
+        id=r[0], kind=r[1], payload=orjson.loads(r[2]), priority=r[3], status=Status(r[4]),
+        created_at=r[5], visible_at=r[6], claim_expires_at=r[7], claimed_by=r[8],
+        finished_at=r[9], run_count=r[10], failure_count=r[11], max_failures=r[12],
+        carry=None if carry is None else orjson.loads(carry), dedup_key=r[14],
+        subject=r[15], periodic=r[16],
+    )
+
+
+def dedup_lock_key(prefix: str, kind: str, key: str) -> str:
+    return f"{prefix}\x1f{kind}\x1f{key}"
+
+
+class PostgresStore(Store):
+    """The production store. Build it with :meth:`connect`."""
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        *,
+        prefix: str,
+        dsn: str | None = None,
+        listen_dsn: str | None = None,
+        clock: Clock | None = None,
+        owns_pool: bool = False,
+    ) -> None:
+        self.prefix = validate_prefix(prefix)
+        self.pool = pool
+        self.dsn = dsn
+        self.listen_dsn = listen_dsn or dsn
+        self.clock = clock or DatabaseClock()
+        self._q = _sql.queries(self.prefix)
+        self._owns_pool = owns_pool
+
+    @classmethod
+    async def connect(
+        cls,
+        dsn: str,
+        *,
+        prefix: str = "venturi_",
+        min_size: int = 1,
+        max_size: int = 10,
+        pooler: bool = False,
+        listen_dsn: str | None = None,
+        clock: Clock | None = None,
+        connect_timeout: float = 10.0,
+    ) -> PostgresStore:
+        """Open a pool. ``pooler=True`` turns the statement cache off, for
+        PgBouncer in transaction mode (pass ``listen_dsn`` to reach PostgreSQL
+        directly for LISTEN)."""
+        validate_prefix(prefix)
+        if not isinstance(dsn, str) or not dsn.strip():
+            raise ConfigError("no database DSN given: set --dsn or VENTURI_DSN")
+        try:
+            pool = await asyncpg.create_pool(
+                dsn, min_size=min_size, max_size=max_size, timeout=connect_timeout,
+                statement_cache_size=0 if pooler else 256,
+                max_inactive_connection_lifetime=60.0,
+            )
+        except (asyncpg.PostgresError, *_TRANSIENT_ERRORS) as exc:  # type: ignore[misc]
+            raise translate(exc, prefix, dsn) from None
+        except (ValueError, TypeError, asyncpg.ClientConfigurationError) as exc:
+            raise ConfigError(f"invalid DSN {mask_dsn(dsn)}: {_line(exc)}") from None
+        return cls(pool, prefix=prefix, dsn=dsn, listen_dsn=listen_dsn, clock=clock,
+                   owns_pool=True)
+
+    async def close(self) -> None:
+        if self._owns_pool:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.pool.close(), timeout=5)
+            self.pool.terminate()
+
+    # --- plumbing --------------------------------------------------------------------
+
+    def _args(self, name: str, *args: Any) -> tuple[str, tuple[Any, ...]]:
+        q = self._q[name]
+        if q.uses_now:
+            return q.sql, (self.clock.now(), *args)
+        return q.sql, args
+
+    @contextlib.asynccontextmanager
+    async def _conn(self, conn: Any = None) -> AsyncIterator[Any]:
+        with _translated(self.prefix, self.dsn):
+            if conn is not None:
+                yield conn
+            else:
+                async with self.pool.acquire() as acquired:
+                    yield acquired
+
+    async def _fetch(self, name: str, *args: Any, conn: Any = None) -> list[Any]:
+        sql, params = self._args(name, *args)
+        async with self._conn(conn) as c:
+            rows: list[Any] = await c.fetch(sql, *params)
+            return rows
+
+    async def _val(self, name: str, *args: Any, conn: Any = None) -> Any:
+        sql, params = self._args(name, *args)
+        async with self._conn(conn) as c:
+            return await c.fetchval(sql, *params)
+
+    async def _row(self, name: str, *args: Any, conn: Any = None) -> Any:
+        sql, params = self._args(name, *args)
+        async with self._conn(conn) as c:
+            return await c.fetchrow(sql, *params)
+
+    # --- schema ------------------------------------------------------------------------
+
+    async def migrate(self) -> list[str]:
+        applied: list[str] = []
+        async with self._conn() as c:
+            await c.execute(self._q["migrate_lock"].sql, self.prefix)
+            try:
+                await c.execute(self._q["migrations_table"].sql)
+                done = {r[0] for r in await c.fetch(self._q["applied_migrations"].sql)}
+                for version, name, raw in _sql.migrations():
+                    if version in done:
+                        continue
+                    async with c.transaction():
+                        await c.execute(_sql.render_migration(raw, self.prefix))
+                        await c.execute(self._q["record_migration"].sql, version, name)
+                    applied.append(name)
+            finally:
+                await c.execute(self._q["migrate_unlock"].sql, self.prefix)
+        return applied
+
+    # --- producing ---------------------------------------------------------------------
+
+    async def enqueue(
+        self, jobs: Sequence[NewJob], *, merge: MergeFn | None = None, conn: Any = None
+    ) -> list[Enqueued]:
+        if not jobs:
+            return []
+        if all(j.dedup_key is None for j in jobs):
+            await self._insert(jobs, conn)
+            return [Enqueued(j.id, False) for j in jobs]
+        async with self._conn(conn) as c, c.transaction():
+            return await self._enqueue_dedup(c, jobs, merge)
+
+    async def _insert(self, jobs: Sequence[NewJob], conn: Any) -> None:
+        if len(jobs) == 1:
+            j = jobs[0]
+            sql, params = self._args(
+                "insert_one", j.id, j.kind, j.payload, j.priority, j.delay, j.at,
+                j.max_failures, j.carry, j.dedup_key, j.subject, j.periodic,
+            )
+        else:
+            sql, params = self._args(
+                "insert_many",
+                [j.id for j in jobs], [j.kind for j in jobs], [j.payload for j in jobs],
+                [j.priority for j in jobs], [j.delay for j in jobs], [j.at for j in jobs],
+                [j.max_failures for j in jobs], [j.carry for j in jobs],
+                [j.dedup_key for j in jobs], [j.subject for j in jobs],
+                [j.periodic for j in jobs],
+            )
+        async with self._conn(conn) as c:
+            await c.execute(sql, *params)
+
+    async def _enqueue_dedup(
+        self, c: Any, jobs: Sequence[NewJob], merge: MergeFn | None
+    ) -> list[Enqueued]:
+        results: list[Enqueued] = []
+        plain: list[NewJob] = []
+        for job in jobs:
+            if job.dedup_key is None:
+                plain.append(job)
+                results.append(Enqueued(job.id, False))
+                continue
+            results.append(await self._enqueue_one_dedup(c, job, merge))
+        if plain:
+            await self._insert(plain, c)
+        return results
+
+    async def _enqueue_one_dedup(self, c: Any, job: NewJob, merge: MergeFn | None) -> Enqueued:
+        assert job.dedup_key is not None
+        await c.execute(self._q["dedup_lock"].sql,
+                        dedup_lock_key(self.prefix, job.kind, job.dedup_key))
+        row = await c.fetchrow(self._q["dedup_candidate"].sql, job.kind, job.dedup_key)
+        update = None
+        if row is not None:
+            update = merge(job, _record(row)) if merge else MergeUpdate()
+        if update is not None:
+            try:
+                # A savepoint: a failed merge leaves the plain insert open.
+                async with c.transaction():
+                    sql, params = self._args(
+                        "merge_into", row[0], update.payload, update.priority,
+                        update.set_carry, update.carry, job.at, job.delay, None,
+                    )
+                    if await c.fetchval(sql, *params):
+                        return Enqueued(row[0], True)
+            except asyncpg.PostgresError:
+                pass  # the savepoint rolled back; fall through to a plain insert
+        await self._insert([job], c)
+        return Enqueued(job.id, False)
+
+    async def dedup_candidate(self, kind: str, dedup_key: str) -> JobRecord | None:
+        async with self._conn() as c, c.transaction():
+            row = await c.fetchrow(self._q["dedup_candidate"].sql, kind, dedup_key)
+        return None if row is None else _record(row)
+
+    async def merge_into(
+        self, id: UUID, update: MergeUpdate, *, visible_at: dt.datetime | None = None,
+        note: str | None = None,
+    ) -> bool:
+        applied = await self._val(
+            "merge_into", id, update.payload, update.priority, update.set_carry, update.carry,
+            visible_at, None, note,
+        )
+        return bool(applied)
+
+    # --- working -----------------------------------------------------------------------
+
+    async def claim(self, request: ClaimRequest) -> list[JobRecord]:
+        if request.limit <= 0 or not request.leases:
+            return []
+        kinds = list(request.leases)
+        rows = await self._fetch(
+            "claim", kinds, [request.leases[k] for k in kinds], request.limit,
+            min(request.reserve_normal, request.limit), min(request.reserve_low, request.limit),
+            request.claimed_by,
+        )
+        return [_record(r) for r in rows]
+
+    async def settle_many(
+        self, claimed_by: str, settlements: Sequence[Settlement]
+    ) -> list[Settled]:
+        if not settlements:
+            return []
+        s = settlements
+        rows = await self._fetch(
+            "settle_many", claimed_by,
+            [x.id for x in s], [x.run_no for x in s], [x.action.value for x in s],
+            [x.note for x in s], [x.attachment for x in s], [x.delay for x in s],
+            [x.set_carry for x in s], [x.carry for x in s],
+            [x.successor[0] if x.successor else None for x in s],
+            [x.successor[1] if x.successor else None for x in s],
+        )
+        applied = {r[0]: (Status(r[1]), Outcome(r[2])) for r in rows}
+        out = []
+        for x in s:
+            hit = applied.get(x.id)
+            out.append(Settled(x.id, hit is not None, *(hit or (None, None))))
+        return out
+
+    async def extend_leases(
+        self, claimed_by: str, renewals: Sequence[LeaseRenewal]
+    ) -> set[UUID]:
+        if not renewals:
+            return set()
+        rows = await self._fetch(
+            "extend_leases", claimed_by, [r.id for r in renewals],
+            [r.run_no for r in renewals], [r.lease for r in renewals],
+        )
+        return {r[0] for r in rows}
+
+    async def find_stale(self, limit: int = 1000) -> list[JobRecord]:
+        return [_record(r) for r in await self._fetch("find_stale", limit)]
+
+    async def recover(self, id: UUID, run_no: int) -> Recovered | None:
+        row = await self._row("recover", id, run_no)
+        return None if row is None else Recovered(row[0], row[1], row[2], Status(row[3]), row[4])
+
+    async def recover_stale(self, limit: int = 1000) -> list[Recovered]:
+        rows = await self._fetch("recover_stale", limit)
+        return [Recovered(r[0], r[1], r[2], Status(r[3]), r[4]) for r in rows]
+
+    async def recover_boot(self, name: str, claimed_by: str) -> list[Recovered]:
+        rows = await self._fetch("recover_boot", name, claimed_by)
+        return [Recovered(r[0], r[1], r[2], Status(r[3]), r[4]) for r in rows]
+
+    async def next_visible_at(self, kinds: Sequence[str]) -> dt.datetime | None:
+        result: dt.datetime | None = await self._val("next_visible_at", list(kinds))
+        return result
+
+    async def seed_periodic(self, jobs: Sequence[NewJob]) -> int:
+        if not jobs:
+            return 0
+        n: int = await self._val(
+            "seed_periodic", [j.id for j in jobs], [j.kind for j in jobs],
+            [j.payload for j in jobs], [j.priority for j in jobs], [j.at for j in jobs],
+            [j.max_failures for j in jobs],
+        )
+        return n
+
+    # --- inspecting --------------------------------------------------------------------
+
+    async def job(self, id: UUID) -> JobRecord | None:
+        row = await self._row("job", id)
+        return None if row is None else _record(row)
+
+    async def journal(self, id: UUID) -> list[JournalRecord]:
+        return [
+            JournalRecord(r[0], r[1], r[2], r[3], r[4], Outcome(r[5]), r[6], _codec.loads(r[7]))
+            for r in await self._fetch("journal", id)
+        ]
+
+    async def query_jobs(self, filter: HistoryFilter) -> list[JobRecord]:
+        rows = await self._fetch(
+            "query_jobs", filter.kind, filter.status.value if filter.status else None,
+            filter.finished_since, filter.finished_until, filter.before, filter.limit,
+        )
+        return [_record(r) for r in rows]
+
+    async def count(self, filter: CountFilter) -> int:
+        statuses = [s.value for s in filter.statuses] if filter.statuses else ALL_STATUSES
+        if filter.subject is not None:
+            n = await self._val("count_subject", filter.subject, filter.kind, statuses)
+        elif filter.kind is not None:
+            n = await self._val("count_kind", filter.kind, statuses)
+        else:
+            n = await self._val("count_all", statuses)
+        return int(n)
+
+    async def stats(self) -> Snapshot:
+        snap = Snapshot()
+        async with self._conn() as c:
+            now_args = (self.clock.now(),)
+            active = await c.fetch(self._q["stats_active"].sql, *now_args)
+            dead = await c.fetch(self._q["stats_dead"].sql)
+            finished = await c.fetchval(self._q["stats_finished"].sql)
+            db_now = now_args[0] or await c.fetchval("SELECT now()")
+        counts = dict.fromkeys(ALL_STATUSES, 0)
+        for kind, status, runnable, n, oldest in active:
+            counts[status] += n
+            if status == "claimed":
+                snap.claimed_by_kind[kind] = snap.claimed_by_kind.get(kind, 0) + n
+            elif runnable:
+                snap.pending_by_kind[kind] = n
+                snap.oldest_pending_age[kind] = max(db_now - oldest, dt.timedelta(0))
+            else:
+                snap.scheduled_by_kind[kind] = n
+        for kind, n in dead:
+            snap.dead_by_kind[kind] = n
+        counts["dead"] = sum(snap.dead_by_kind.values())
+        counts["completed"] = int(finished) - counts["dead"]
+        return Snapshot(
+            pending_by_kind=snap.pending_by_kind, scheduled_by_kind=snap.scheduled_by_kind,
+            oldest_pending_age=snap.oldest_pending_age, claimed=counts["claimed"],
+            claimed_by_kind=snap.claimed_by_kind, dead_by_kind=snap.dead_by_kind,
+            counts_by_status=counts,
+        )
+
+    async def detail(self, limit: int) -> Detail:
+        age = await self._val("oldest_runnable")
+        rows = await self._fetch("detail_failed", limit)
+        return Detail(
+            oldest_pending_age=None if age is None else max(age, dt.timedelta(0)),
+            failed=[FailedJob(r[0], r[1], r[2], r[4], r[3]) for r in rows],
+        )
+
+    # --- administering ---------------------------------------------------------------------
+
+    async def cancel(
+        self, *, ids: Sequence[UUID] | None = None, subject: str | None = None, conn: Any = None
+    ) -> int:
+        if ids is not None:
+            row = await self._row("cancel_ids", list(ids), conn=conn)
+        else:
+            row = await self._row("cancel_subject", subject, conn=conn)
+        return int(row[0])
+
+    async def retry(self, *, ids: Sequence[UUID] | None = None, kind: str | None = None) -> int:
+        if ids is not None:
+            row = await self._row("retry_ids", list(ids))
+        else:
+            row = await self._row("retry_kind", kind)
+        return int(row[0])
+
+    async def cleanup(self, criteria: CleanupCriteria) -> int:
+        statuses = [criteria.status.value] if criteria.status else ["completed", "dead"]
+        total = 0
+        while True:
+            n = int(await self._val("cleanup_batch", criteria.finished_before, statuses,
+                                    criteria.kind, criteria.batch_size))
+            total += n
+            if n < criteria.batch_size:
+                return total
+
+    # --- workers and control -----------------------------------------------------------------
+
+    async def heartbeat(self, info: WorkerInfo) -> None:
+        sql, params = self._args(
+            "heartbeat", info.name, info.boot_id, info.host, info.pid, list(info.kinds),
+            info.concurrency, info.in_flight, info.draining, info.started_at,
+        )
+        async with self._conn() as c:
+            await c.execute(sql, *params)
+
+    async def forget_worker(self, name: str, boot_id: str) -> None:
+        async with self._conn() as c:
+            await c.execute(self._q["forget_worker"].sql, name, boot_id)
+
+    async def workers(self) -> list[WorkerInfo]:
+        return [
+            WorkerInfo(name=r[0], boot_id=r[1], host=r[2], pid=r[3], kinds=list(r[4]),
+                       concurrency=r[5], in_flight=r[6], started_at=r[7], last_seen=r[8],
+                       draining=r[9])
+            for r in await self._fetch("workers")
+        ]
+
+    async def notify_control(self, message: Mapping[str, Any]) -> None:
+        async with self._conn() as c:
+            await c.execute(self._q["notify_control"].sql, orjson.dumps(message).decode())
+
+    async def db_now(self) -> dt.datetime:
+        """The store's notion of now (the clock, else the database's)."""
+        now = self.clock.now()
+        if now is not None:
+            return now
+        result: dt.datetime = await self._val_sql("SELECT now()")
+        return result
+
+    async def _val_sql(self, sql: str) -> Any:
+        async with self._conn() as c:
+            return await c.fetchval(sql)
+
+    def listen(self) -> Listener:
+        return PostgresListener(self.listen_dsn or "", self.prefix)
+
+    # --- dedicated connections ------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def session_lock(self, key: str) -> AsyncIterator[SessionLock]:
+        """Hold a session advisory lock on a dedicated connection (rule 9)."""
+        with _translated(self.prefix, self.dsn):
+            conn = await asyncpg.connect(self.listen_dsn, timeout=10)
+        lock = SessionLock(conn, key, self.prefix)
+        try:
+            yield lock
+        finally:
+            await lock.close()
+
+
+class SessionLock:
+    """A session-level advisory lock held by one dedicated connection."""
+
+    def __init__(self, conn: Any, key: str, prefix: str) -> None:
+        self._conn = conn
+        self._key = key
+        self._prefix = prefix
+        self.lost = asyncio.Event()
+        conn.add_termination_listener(lambda _c: self.lost.set())
+
+    async def try_acquire(self) -> bool:
+        with _translated(self._prefix):
+            got: bool = await self._conn.fetchval(
+                "SELECT pg_try_advisory_lock(hashtextextended($1::text, 0))", self._key
+            )
+            return got
+
+    async def alive(self) -> bool:
+        try:
+            with _translated(self._prefix):
+                await self._conn.fetchval("SELECT 1")
+            return True
+        except DatabaseUnavailable:
+            return False
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._conn.close(), timeout=2)
+        self._conn.terminate()
+
+
+class PostgresListener(Listener):
+    """LISTEN on ``{prefix}jobs`` and ``{prefix}control`` on a dedicated connection
+    (a pool's reset would run ``UNLISTEN *``)."""
+
+    def __init__(self, dsn: str, prefix: str) -> None:
+        self._dsn = dsn
+        self._prefix = prefix
+        self._queue: asyncio.Queue[tuple[str, str] | None] = asyncio.Queue()
+        self._conn: Any = None
+
+    async def __aenter__(self) -> PostgresListener:
+        with _translated(self._prefix, self._dsn):
+            self._conn = await asyncpg.connect(self._dsn, timeout=10, statement_cache_size=0)
+            self._conn.add_termination_listener(lambda _c: self._queue.put_nowait(None))
+            for channel, label in ((f"{self._prefix}jobs", "jobs"),
+                                   (f"{self._prefix}control", "control")):
+                await self._conn.add_listener(channel, self._callback(label))
+        return self
+
+    def _callback(self, label: str) -> Any:
+        def on_notify(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
+            self._queue.put_nowait((label, payload))
+        return on_notify
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._conn.close(), timeout=2)
+            self._conn.terminate()
+
+    async def receive(self) -> tuple[str, str]:
+        item = await self._queue.get()
+        if item is None:
+            raise DatabaseUnavailable("listen connection lost")
+        return item
+
+    async def ping(self) -> None:
+        """Round-trip on the LISTEN connection, so a silently dead socket is noticed."""
+        with _translated(self._prefix, self._dsn):
+            await asyncio.wait_for(self._conn.fetchval("SELECT 1"), timeout=5)
