@@ -32,6 +32,7 @@ from .store.base import (
 )
 from .store.memory import MemoryStore
 from .task import Context, GiveUp, Keep, Merge, Pause, Priority, Replace, Task, With
+from .worker import Worker, WorkerConfig
 
 try:
     __version__ = version("venturi")
@@ -70,6 +71,8 @@ __all__ = [
     "UnknownKind",
     "VenturiError",
     "With",
+    "Worker",
+    "WorkerConfig",
     "WorkerInfo",
     "__version__",
 ]

@@ -486,8 +486,48 @@ class Store(abc.ABC):
     def listen(self) -> Listener:
         """A fresh listener on the jobs and control channels."""
 
+    @abc.abstractmethod
+    def identity_lock(self, name: str) -> IdentityLock:
+        """A lock on worker ``name`` in this queue, held on a dedicated session (rule 9)."""
+
+    @abc.abstractmethod
+    async def cleanup_exclusive(self, criteria: CleanupCriteria) -> int | None:
+        """One retention batch (at most ``criteria.batch_size`` rows) under a
+        try-lock, so one worker at a time does it; None when another holds it."""
+
+    @abc.abstractmethod
+    async def db_now(self) -> dt.datetime:
+        """The store's current time (the clock's, else the database's)."""
+
     async def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections; the store is unusable afterwards."""
+
+
+class IdentityLock(abc.ABC):
+    """A worker-name lock that outlives transactions (a session advisory lock).
+
+    Use as an async context manager; ``acquire`` tries once. ``lost`` is set
+    when the session holding it ends (the database went away).
+    """
+
+    lost: Any
+
+    @abc.abstractmethod
+    async def __aenter__(self) -> IdentityLock: ...
+
+    @abc.abstractmethod
+    async def __aexit__(self, *exc: object) -> None: ...
+
+    @abc.abstractmethod
+    async def acquire(self) -> bool:
+        """Try to take the lock (again, after a reconnect); whether we hold it."""
+
+
+def job_notice(kind: str, visible_at: dt.datetime, now: dt.datetime) -> str:
+    """The ``{prefix}jobs`` payload: ``kind`` when runnable, ``kind|epoch`` when due later."""
+    if visible_at > now:
+        return f"{kind}|{visible_at.timestamp()}"
+    return kind
 
 
 class Listener(abc.ABC):

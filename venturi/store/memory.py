@@ -31,6 +31,7 @@ from .base import (
     Enqueued,
     FailedJob,
     HistoryFilter,
+    IdentityLock,
     JobRecord,
     JournalRecord,
     LeaseRenewal,
@@ -46,6 +47,7 @@ from .base import (
     Status,
     Store,
     WorkerInfo,
+    job_notice,
 )
 
 UTC = dt.UTC
@@ -67,7 +69,7 @@ class MemoryStore(Store):
         self._journal_ids = itertools.count(1)
         self._workers: dict[tuple[str, str], WorkerInfo] = {}
         self._listeners: set[MemoryListener] = set()
-        self._locks: dict[str, str] = {}
+        self._locks: dict[str, object] = {}
         self.migrated = False
 
     def _now(self) -> dt.datetime:
@@ -131,7 +133,7 @@ class MemoryStore(Store):
         # Work on a copy so a failure half-way leaves nothing behind (atomic batch).
         saved_jobs, saved_journal = dict(self._jobs), {k: list(v) for k, v in self._journal.items()}
         results: list[Enqueued] = []
-        kinds: set[str] = set()
+        touched: list[UUID] = []
         try:
             for job in jobs:
                 if job.dedup_key is not None:
@@ -143,17 +145,33 @@ class MemoryStore(Store):
                         requested = job.at or now + job.delay
                         self._merge(candidate, update, requested, None)
                         results.append(Enqueued(candidate.id, True))
-                        kinds.add(job.kind)
+                        touched.append(candidate.id)
                         continue
                 self._insert(job, now)
                 results.append(Enqueued(job.id, False))
-                kinds.add(job.kind)
+                touched.append(job.id)
         except BaseException:
             self._jobs, self._journal = saved_jobs, saved_journal
             raise
-        for kind in sorted(kinds):
-            self._notify("jobs", kind)
+        self._announce([self._jobs[i] for i in touched], now)
         return results
+
+    def _announce(self, jobs: Sequence[JobRecord], now: dt.datetime) -> None:
+        """Notify like PostgreSQL does: per kind, ``kind`` for runnable work and
+        ``kind|epoch`` for the earliest job due later."""
+        runnable: set[str] = set()
+        later: dict[str, dt.datetime] = {}
+        for j in jobs:
+            if j.status is not Status.PENDING:
+                continue
+            if j.visible_at > now:
+                later[j.kind] = min(later.get(j.kind, j.visible_at), j.visible_at)
+            else:
+                runnable.add(j.kind)
+        for kind in sorted(runnable):
+            self._notify("jobs", kind)
+        for kind, first in sorted(later.items()):
+            self._notify("jobs", job_notice(kind, first, now))
 
     def _candidate(self, kind: str, key: str) -> JobRecord | None:
         found = [j for j in self._jobs.values()
@@ -224,7 +242,7 @@ class MemoryStore(Store):
     ) -> list[Settled]:
         now = self._now()
         out: list[Settled] = []
-        woke: set[str] = set()
+        woke: list[JobRecord] = []
         for s in settlements:
             job = self._jobs.get(s.id)
             if (job is None or job.status is not Status.CLAIMED or job.claimed_by != claimed_by
@@ -255,7 +273,7 @@ class MemoryStore(Store):
             job = self._put(job, **changes)
             self._append(job, s.run_no, outcome, s.note, _codec.loads(s.attachment))
             if status is Status.PENDING:
-                woke.add(job.kind)
+                woke.append(job)
             if job.periodic and status.terminal and s.successor is not None:
                 next_id, next_at = s.successor
                 if not self._periodic_taken(job.kind) and next_id not in self._jobs:
@@ -266,8 +284,7 @@ class MemoryStore(Store):
                         dedup_key=None, subject=None,
                     )
             out.append(Settled(s.id, True, status, outcome))
-        for kind in sorted(woke):
-            self._notify("jobs", kind)
+        self._announce(woke, now)
         return out
 
     async def extend_leases(
@@ -497,14 +514,32 @@ class MemoryStore(Store):
     def listen(self) -> Listener:
         return MemoryListener(self)
 
-    def try_lock(self, key: str, owner: str) -> bool:
-        """In-process stand-in for a session advisory lock."""
-        holder = self._locks.setdefault(key, owner)
-        return holder == owner
+    def identity_lock(self, name: str) -> IdentityLock:
+        return MemoryIdentityLock(self, name)
 
-    def unlock(self, key: str, owner: str) -> None:
-        if self._locks.get(key) == owner:
-            del self._locks[key]
+    async def cleanup_exclusive(self, criteria: CleanupCriteria) -> int | None:
+        return await self.cleanup(criteria)
+
+
+class MemoryIdentityLock(IdentityLock):
+    """In-process stand-in for the session advisory lock on a worker name."""
+
+    def __init__(self, store: MemoryStore, name: str) -> None:
+        self._store = store
+        self._name = name
+        self._token = object()
+        self.lost = asyncio.Event()
+
+    async def __aenter__(self) -> MemoryIdentityLock:
+        return self
+
+    async def acquire(self) -> bool:
+        holder = self._store._locks.setdefault(self._name, self._token)
+        return holder is self._token
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._store._locks.get(self._name) is self._token:
+            del self._store._locks[self._name]
 
 
 class MemoryListener(Listener):

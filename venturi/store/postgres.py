@@ -36,6 +36,7 @@ from .base import (
     Enqueued,
     FailedJob,
     HistoryFilter,
+    IdentityLock,
     JobRecord,
     JournalRecord,
     LeaseRenewal,
@@ -510,64 +511,63 @@ class PostgresStore(Store):
         async with self._conn() as c:
             await c.execute(self._q["notify_control"].sql, orjson.dumps(message).decode())
 
+    async def cleanup_exclusive(self, criteria: CleanupCriteria) -> int | None:
+        statuses = [criteria.status.value] if criteria.status else ["completed", "dead"]
+        row = await self._row("cleanup_exclusive", criteria.finished_before, statuses,
+                              criteria.kind, criteria.batch_size, self.prefix)
+        return int(row[1]) if row[0] else None
+
     async def db_now(self) -> dt.datetime:
-        """The store's notion of now (the clock, else the database's)."""
         now = self.clock.now()
         if now is not None:
             return now
-        result: dt.datetime = await self._val_sql("SELECT now()")
+        result: dt.datetime = await self._val("db_now")
         return result
-
-    async def _val_sql(self, sql: str) -> Any:
-        async with self._conn() as c:
-            return await c.fetchval(sql)
 
     def listen(self) -> Listener:
         return PostgresListener(self.listen_dsn or "", self.prefix)
 
-    # --- dedicated connections ------------------------------------------------------------
-
-    @contextlib.asynccontextmanager
-    async def session_lock(self, key: str) -> AsyncIterator[SessionLock]:
-        """Hold a session advisory lock on a dedicated connection (rule 9)."""
-        with _translated(self.prefix, self.dsn):
-            conn = await asyncpg.connect(self.listen_dsn, timeout=10)
-        lock = SessionLock(conn, key, self.prefix)
-        try:
-            yield lock
-        finally:
-            await lock.close()
+    def identity_lock(self, name: str) -> IdentityLock:
+        return PostgresIdentityLock(self.listen_dsn or "", self.prefix, name,
+                                    self._q["identity_lock"].sql)
 
 
-class SessionLock:
-    """A session-level advisory lock held by one dedicated connection."""
+class PostgresIdentityLock(IdentityLock):
+    """A session advisory lock on a dedicated connection (not the pool: a pooled
+    connection would carry the lock back into the pool, or lose it in a pooler)."""
 
-    def __init__(self, conn: Any, key: str, prefix: str) -> None:
-        self._conn = conn
-        self._key = key
+    def __init__(self, dsn: str, prefix: str, name: str, sql: str) -> None:
+        self._dsn = dsn
         self._prefix = prefix
+        self._name = name
+        self._sql = sql
+        self._conn: Any = None
         self.lost = asyncio.Event()
-        conn.add_termination_listener(lambda _c: self.lost.set())
 
-    async def try_acquire(self) -> bool:
-        with _translated(self._prefix):
-            got: bool = await self._conn.fetchval(
-                "SELECT pg_try_advisory_lock(hashtextextended($1::text, 0))", self._key
-            )
-            return got
+    async def __aenter__(self) -> PostgresIdentityLock:
+        return self
 
-    async def alive(self) -> bool:
-        try:
-            with _translated(self._prefix):
-                await self._conn.fetchval("SELECT 1")
-            return True
-        except DatabaseUnavailable:
-            return False
+    async def acquire(self) -> bool:
+        await self._close()
+        self.lost = asyncio.Event()
+        lost = self.lost
+        with _translated(self._prefix, self._dsn):
+            self._conn = await asyncpg.connect(self._dsn, timeout=10, statement_cache_size=0)
+            self._conn.add_termination_listener(lambda _c: lost.set())
+            got: bool = await self._conn.fetchval(self._sql, self._prefix, self._name)
+        if not got:
+            await self._close()
+        return got
 
-    async def close(self) -> None:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._conn.close(), timeout=2)
-        self._conn.terminate()
+    async def _close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.close(), timeout=2)
+            conn.terminate()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._close()
 
 
 class PostgresListener(Listener):

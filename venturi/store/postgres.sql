@@ -31,9 +31,12 @@ WITH ins AS (
                               max_failures, carry, dedup_key, subject, periodic)
     VALUES ($2, $3, $4::text::jsonb, $5, {now}, coalesce($7::timestamptz, {now} + $6::interval),
             $8, $9::text::jsonb, $10, $11, $12)
-    RETURNING kind
+    RETURNING kind, visible_at
 )
-SELECT pg_notify('{prefix}jobs', kind) FROM ins
+SELECT pg_notify('{prefix}jobs', CASE WHEN visible_at > {now}
+                                      THEN kind || '|' || extract(epoch FROM visible_at)::text
+                                      ELSE kind END)
+FROM ins
 
 -- name: insert_many
 -- A whole family in one statement: unnest keeps it one plan for any batch size.
@@ -45,9 +48,13 @@ WITH ins AS (
     FROM unnest($2::uuid[], $3::text[], $4::text[], $5::int2[], $6::interval[],
                 $7::timestamptz[], $8::int4[], $9::text[], $10::text[], $11::text[], $12::bool[])
          AS i(id, kind, payload, priority, delay, at, max_failures, carry, dedup_key, subject, periodic)
-    RETURNING kind
+    RETURNING kind, visible_at
 )
-SELECT pg_notify('{prefix}jobs', k.kind) FROM (SELECT DISTINCT kind FROM ins) AS k
+SELECT pg_notify('{prefix}jobs', CASE WHEN k.later
+                                      THEN k.kind || '|' || extract(epoch FROM k.first)::text
+                                      ELSE k.kind END)
+FROM (SELECT kind, visible_at > {now} AS later, min(visible_at) AS first
+      FROM ins GROUP BY kind, visible_at > {now}) AS k
 
 -- name: seed_periodic
 -- Rule 12: the unique periodic index turns a second seed into a no-op.
@@ -173,7 +180,7 @@ WITH input AS (
     FROM input AS i
     WHERE j.id = i.id AND j.status = 'claimed' AND j.claimed_by = $2 AND j.run_count = i.run_no
     RETURNING j.id, j.kind, j.status, j.payload, j.priority, j.max_failures, j.periodic,
-              i.run_no, i.action, i.note, i.attachment, i.next_id, i.next_at
+              j.visible_at, i.run_no, i.action, i.note, i.attachment, i.next_id, i.next_at
 ), entries AS (
     INSERT INTO {prefix}journal (job_id, kind, run_no, recorded_at, outcome, note, attachment)
     SELECT id, kind, run_no, {now},
@@ -196,9 +203,13 @@ WITH input AS (
     ON CONFLICT DO NOTHING
     RETURNING kind
 ), wake AS (
-    -- Work that is runnable again (released, retried, paused) may suit another worker.
-    SELECT count(pg_notify('{prefix}jobs', kind)) AS n
-    FROM (SELECT DISTINCT kind FROM upd WHERE status = 'pending') AS k
+    -- Work that is runnable again (released, retried, paused) may suit another worker;
+    -- work due later says when, so idle timers can wake exactly then.
+    SELECT count(pg_notify('{prefix}jobs', CASE WHEN k.later
+                                                THEN k.kind || '|' || extract(epoch FROM k.first)::text
+                                                ELSE k.kind END)) AS n
+    FROM (SELECT kind, visible_at > {now} AS later, min(visible_at) AS first
+          FROM upd WHERE status = 'pending' GROUP BY kind, visible_at > {now}) AS k
 )
 SELECT e.job_id AS id, u.status, e.outcome, (SELECT n FROM wake) AS woke,
        (SELECT count(*) FROM successor) AS successors
@@ -472,3 +483,27 @@ FROM {prefix}workers ORDER BY name, started_at
 
 -- name: notify_control
 SELECT pg_notify('{prefix}control', $1::text)
+
+-- name: cleanup_exclusive
+-- Retention: one batch per transaction, and only by whoever wins the try-lock.
+WITH gate AS (
+    SELECT pg_try_advisory_xact_lock(hashtextextended('venturi:retention:' || $5::text, 0)) AS ok
+), victims AS (
+    SELECT id FROM {prefix}jobs
+    WHERE (SELECT ok FROM gate)
+      AND finished_at < $1 AND status = ANY($2::text[]) AND ($3::text IS NULL OR kind = $3)
+    ORDER BY finished_at
+    LIMIT $4
+), d AS (
+    DELETE FROM {prefix}jobs AS j USING victims AS v
+    WHERE j.id = v.id AND j.finished_at IS NOT NULL
+    RETURNING 1
+)
+SELECT (SELECT ok FROM gate), (SELECT count(*) FROM d)
+
+-- name: identity_lock
+-- Rule 9: one live worker per (queue, name); held by a dedicated session for life.
+SELECT pg_try_advisory_lock(hashtextextended('venturi:worker:' || $1::text || ':' || $2::text, 0))
+
+-- name: db_now
+SELECT now()

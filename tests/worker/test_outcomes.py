@@ -1,0 +1,160 @@
+"""Outcomes of a run, with the worker in the loop (rules 1, 5, 6, 7, 13), both stores."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Any
+
+import pytest
+
+import venturi
+from venturi import Outcome, Queue, Status
+from venturi.store.base import NewJob, Store
+
+pytestmark = pytest.mark.timeout(60)
+SEEN: dict[str, list[Any]] = {}
+
+
+class Note(venturi.Task, kind="w.note"):
+    text: str
+
+    async def run(self, ctx: venturi.Context) -> str:
+        ctx.attach(chars=len(self.text))
+        return f"noted {len(self.text)}"
+
+
+class Pauser(venturi.Task, kind="w.pauser"):
+    async def run(self, ctx: venturi.Context) -> venturi.Pause | None:
+        SEEN.setdefault("pauser", []).append(ctx.carry)
+        if ctx.carry is None:
+            return venturi.Pause(dt.timedelta(milliseconds=50), carry={"step": 1})
+        if ctx.carry == {"step": 1}:
+            ctx.carry = {"step": 2}
+            return venturi.Pause(dt.timedelta(0))  # keeps ctx.carry
+        return None
+
+
+class Failing(venturi.Task, kind="w.failing", max_failures=3):
+    secret: str = "payload-secret"
+
+    def backoff(self, failures: int) -> dt.timedelta:
+        return dt.timedelta(0)
+
+    async def run(self, ctx: venturi.Context) -> None:
+        ctx.carry = {"tries": (ctx.carry or {}).get("tries", 0) + 1}
+        raise RuntimeError(f"boom {self.secret}")
+
+
+class Quitter(venturi.Task, kind="w.quitter"):
+    async def run(self, ctx: venturi.Context) -> None:
+        raise venturi.GiveUp("unsupported-format")
+
+
+class Strict(venturi.Task, kind="w.strict"):
+    uri: str
+
+    async def run(self, ctx: venturi.Context) -> None:
+        return None
+
+
+class Sleepy(venturi.Task, kind="w.sleepy", timeout=dt.timedelta(milliseconds=200),
+             max_failures=2):
+    def backoff(self, failures: int) -> dt.timedelta:
+        return dt.timedelta(0)
+
+    async def run(self, ctx: venturi.Context) -> None:
+        await asyncio.sleep(30)
+
+
+async def drain_all(queue: Queue, *tasks: type[venturi.Task], **options: Any) -> venturi.Worker:
+    worker = venturi.Worker(queue, tasks=list(tasks), concurrency=4, **options)
+    await asyncio.wait_for(worker.run(until_empty=True), 30)
+    return worker
+
+
+@pytest.fixture(params=["memory", "postgres"])
+def wstore(request: pytest.FixtureRequest) -> Store:
+    """Worker tests run on database time (no manual clock)."""
+    if request.param == "memory":
+        return venturi.MemoryStore()
+    result: Store = request.getfixturevalue("pg_store_dbclock")
+    return result
+
+
+@pytest.fixture
+def wqueue(wstore: Store) -> Queue:
+    return Queue(wstore)
+
+
+async def test_return_string_is_the_note_and_attach_the_attachment(wqueue: Queue) -> None:
+    job = await wqueue.enqueue(Note(text="hello"))
+    await drain_all(wqueue, Note)
+    row = await wqueue.job(job.id)
+    assert row is not None and row.status is Status.COMPLETED
+    (entry,) = await wqueue.journal(job.id)
+    assert (entry.outcome, entry.note, entry.attachment) == (Outcome.COMPLETED, "noted 5",
+                                                             {"chars": 5})
+
+
+async def test_pause_keeps_budget_and_carries_state(wqueue: Queue) -> None:
+    SEEN["pauser"] = []
+    job = await wqueue.enqueue(Pauser())
+    await drain_all(wqueue, Pauser)
+    # until_empty returns when nothing is runnable; the 50 ms pause may still be ahead.
+    for _ in range(3):
+        row = await wqueue.job(job.id)
+        if row is not None and row.status is Status.COMPLETED:
+            break
+        await asyncio.sleep(0.06)
+        await drain_all(wqueue, Pauser)
+    row = await wqueue.job(job.id)
+    assert row is not None and row.status is Status.COMPLETED
+    assert row.failure_count == 0 and row.run_count == 3
+    assert row.carry == {"step": 2}  # completion keeps the stored carry
+    assert SEEN["pauser"] == [None, {"step": 1}, {"step": 2}]
+    outcomes = [e.outcome for e in await wqueue.journal(job.id)]
+    assert outcomes == [Outcome.PAUSED, Outcome.PAUSED, Outcome.COMPLETED]
+
+
+async def test_exceptions_retry_then_die_with_a_classified_note(wqueue: Queue) -> None:
+    job = await wqueue.enqueue(Failing())
+    await drain_all(wqueue, Failing)
+    row = await wqueue.job(job.id)
+    assert row is not None and row.status is Status.DEAD and row.failure_count == 3
+    assert row.carry == {"tries": 3}  # retry and dead persist ctx.carry
+    entries = await wqueue.journal(job.id)
+    assert [(e.run_no, e.outcome) for e in entries] == [
+        (1, Outcome.RETRIED), (2, Outcome.RETRIED), (3, Outcome.DEAD)]
+    assert {e.note for e in entries} == {"RuntimeError"}  # never the message or payload
+
+
+async def test_give_up_kills_at_once(wqueue: Queue) -> None:
+    job = await wqueue.enqueue(Quitter())
+    await drain_all(wqueue, Quitter)
+    row = await wqueue.job(job.id)
+    assert row is not None and row.status is Status.DEAD and row.failure_count == 1
+    (entry,) = await wqueue.journal(job.id)
+    assert (entry.outcome, entry.note) == (Outcome.DEAD, "unsupported-format")
+
+
+async def test_undecodable_payload_dies_classified_and_worker_goes_on(
+        wqueue: Queue, wstore: Store) -> None:
+    bad = NewJob(id=venturi._ids.uuid7(), kind="w.strict", payload='{"url": "renamed"}')
+    await wstore.enqueue([bad])
+    good = await wqueue.enqueue(Strict(uri="file:///ok"))
+    await drain_all(wqueue, Strict)
+    row = await wqueue.job(bad.id)
+    assert row is not None and row.status is Status.DEAD
+    (entry,) = await wqueue.journal(bad.id)
+    assert entry.note == "payload-unknown-field"
+    good_row = await wqueue.job(good.id)
+    assert good_row is not None and good_row.status is Status.COMPLETED
+
+
+async def test_task_timeout_counts_as_a_failure(wqueue: Queue) -> None:
+    job = await wqueue.enqueue(Sleepy())
+    await drain_all(wqueue, Sleepy)
+    row = await wqueue.job(job.id)
+    assert row is not None and row.status is Status.DEAD and row.failure_count == 2
+    assert [e.note for e in await wqueue.journal(job.id)] == ["timeout", "timeout"]

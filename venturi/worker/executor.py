@@ -1,0 +1,204 @@
+"""Running one claimed job and turning its outcome into a settlement.
+
+Nothing here touches the database: the executor returns a ``Settlement`` (or
+``None`` when the run must not settle: its claim was lost or cancelled), and
+the settler writes it. So the settle write is never inside the cancel scope
+that ends a job.
+"""
+
+from __future__ import annotations
+
+import builtins
+import datetime as dt
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+import anyio
+import structlog
+
+from .. import _codec
+from .._ids import uuid7
+from ..errors import InvalidJob, PayloadDecodeError
+from ..store.base import Action, JobRecord, Settlement
+from ..task import Context, GiveUp, Pause, Task
+from .periodic import next_tick
+
+log = structlog.get_logger("venturi.worker")
+
+MAX_NOTE = 500
+
+
+def classify(exc: BaseException) -> str:
+    """A content-free name for a failure: the exception's type, never its message."""
+    cls = type(exc)
+    if cls.__module__ in (builtins.__name__, "__main__"):
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+@dataclass(eq=False)
+class Held:
+    """A claim this worker holds, from claim until its settlement commits."""
+
+    record: JobRecord
+    lease: dt.timedelta
+    deadline: float  # loop time: last successful renewal's send time + 2/3 lease
+    state: str = "buffered"  # buffered -> running -> settling
+    scope: anyio.CancelScope | None = None
+    stop_reason: str | None = None  # "cancelled" | "lease-lost" | "release"
+    started: float = 0.0
+    carry: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def id(self) -> UUID:
+        return self.record.id
+
+    @property
+    def run_no(self) -> int:
+        return self.record.run_count
+
+    @property
+    def kind(self) -> str:
+        return self.record.kind
+
+    def set_deadline(self, deadline: float) -> None:
+        self.deadline = deadline
+        if self.scope is not None:
+            self.scope.deadline = deadline
+
+    def stop(self, reason: str) -> None:
+        """Ask the running handler to stop; the first reason wins."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        if self.scope is not None:
+            self.scope.cancel()
+
+
+def _encode(value: Any, what: str, held: Held) -> tuple[bool, str | None]:
+    if value is None:
+        return True, None
+    try:
+        return True, _codec.dumps(value)
+    except InvalidJob as exc:
+        log.warning("carry_not_stored", job_id=str(held.id), kind=held.kind, what=what,
+                    reason=exc.reason)
+        return False, None
+
+
+def _note(text: str | None) -> str | None:
+    if text is None:
+        return None
+    return text if len(text) <= MAX_NOTE else text[: MAX_NOTE - 1] + "…"
+
+
+class Executor:
+    def __init__(self, tasks: dict[str, type[Task]], state: Any, db_offset: Any) -> None:
+        self.tasks = tasks
+        self.state = state
+        self._db_offset = db_offset  # callable: seconds to add to local UTC for database time
+
+    def _db_now(self) -> dt.datetime:
+        return dt.datetime.now(dt.UTC) + dt.timedelta(seconds=self._db_offset())
+
+    def successor(self, cls: type[Task]) -> tuple[UUID, dt.datetime] | None:
+        options = cls.__task__
+        if not options.periodic:
+            return None
+        return uuid7(), next_tick(options, self._db_now())
+
+    def release(self, held: Held) -> Settlement:
+        ok, carry = _encode(held.carry, "carry", held)
+        return Settlement(held.id, held.run_no, Action.RELEASE, note="drain",
+                          set_carry=ok and held.state == "running", carry=carry)
+
+    async def execute(self, held: Held) -> Settlement | None:
+        """Run the handler; return what to settle, or None to settle nothing."""
+        cls = self.tasks[held.kind]
+        options = cls.__task__
+        record = held.record
+        held.carry = record.carry
+        try:
+            task = cls.from_payload(record.payload)
+        except PayloadDecodeError as exc:
+            log.warning("job_undecodable", job_id=str(held.id), kind=held.kind,
+                        reason=exc.classification)
+            return Settlement(held.id, held.run_no, Action.KILL, note=exc.classification,
+                              successor=self.successor(cls))
+        ctx = Context(job_id=record.id, kind=record.kind, run_no=record.run_count,
+                      carry=record.carry, state=self.state)
+        held.state = "running"
+        held.started = time.monotonic()
+        result: Any = None
+        error: BaseException | None = None
+        timed_out = False
+        with anyio.CancelScope(deadline=held.deadline) as scope:
+            held.scope = scope
+            if held.stop_reason is not None:  # cancelled before it started
+                scope.cancel()
+            with anyio.move_on_after(options.timeout.total_seconds()) as timeout:
+                try:
+                    result = await task.run(ctx)
+                except Exception as exc:
+                    error = exc
+            timed_out = timeout.cancelled_caught
+        held.scope = None
+        held.carry = ctx.carry
+
+        if scope.cancel_called:
+            reason = held.stop_reason or "lease-lost"
+            if reason == "release":
+                return self.release(held)
+            return None  # cancelled or lease lost: another owner, or no row, decides
+        if timed_out:
+            return self._fail(held, cls, task, "timeout", None)
+        if error is not None:
+            if isinstance(error, GiveUp):
+                log.warning("job_gave_up", job_id=str(held.id), kind=held.kind,
+                            reason=error.reason)
+                ok, carry = _encode(ctx.carry, "carry", held)
+                return Settlement(held.id, held.run_no, Action.KILL, note=error.reason,
+                                  attachment=self._attachment(ctx, held), set_carry=ok,
+                                  carry=carry, successor=self.successor(cls))
+            return self._fail(held, cls, task, classify(error), error)
+        return self._finished(held, cls, ctx, result)
+
+    def _attachment(self, ctx: Context, held: Held) -> str | None:
+        return _encode(ctx.attachment, "attachment", held)[1]
+
+    def _fail(self, held: Held, cls: type[Task], task: Task, note: str,
+              error: BaseException | None) -> Settlement:
+        failures = held.record.failure_count + 1
+        try:
+            delay = task.backoff(failures)
+            if not isinstance(delay, dt.timedelta) or delay < dt.timedelta(0):
+                raise TypeError("backoff() must return a non-negative timedelta")
+        except Exception:
+            log.exception("backoff_failed", job_id=str(held.id), kind=held.kind)
+            delay = Task.backoff(task, failures)
+        log.warning("job_failed", job_id=str(held.id), kind=held.kind, run_no=held.run_no,
+                    failures=failures, max_failures=held.record.max_failures, error=note,
+                    exc_info=error)
+        ok, carry = _encode(held.carry, "carry", held)
+        return Settlement(held.id, held.run_no, Action.FAIL, note=note, delay=delay,
+                          set_carry=ok, carry=carry, successor=self.successor(cls))
+
+    def _finished(self, held: Held, cls: type[Task], ctx: Context, result: Any) -> Settlement:
+        if result is None or isinstance(result, str):
+            return Settlement(held.id, held.run_no, Action.COMPLETE, note=_note(result),
+                              attachment=self._attachment(ctx, held),
+                              successor=self.successor(cls))
+        if isinstance(result, Pause):
+            carry_value = result.carry if result.has_carry else ctx.carry
+            ok, carry = _encode(carry_value, "carry", held)
+            return Settlement(held.id, held.run_no, Action.PAUSE, delay=result.resume_in,
+                              attachment=self._attachment(ctx, held), set_carry=ok, carry=carry)
+        log.warning("job_bad_return", job_id=str(held.id), kind=held.kind,
+                    returned=type(result).__name__)
+        ok, carry = _encode(ctx.carry, "carry", held)
+        task = cls.__new__(cls)
+        return Settlement(held.id, held.run_no, Action.FAIL, note="bad-return-type",
+                          delay=Task.backoff(task, held.record.failure_count + 1),
+                          set_carry=ok, carry=carry, successor=self.successor(cls))

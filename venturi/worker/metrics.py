@@ -1,0 +1,45 @@
+"""Prometheus metrics of one worker, on a registry of its own."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+                    60, 300)
+_RUN_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600)
+
+
+class WorkerMetrics:
+    """Counters and histograms the supervisor updates; ``registry`` is what
+    ``/metrics`` exposes. Per-job work here is a few dict lookups."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.claimed = Counter("venturi_jobs_claimed", "Jobs claimed.", ["kind"], registry=r)
+        self.completed = Counter("venturi_jobs_completed", "Runs that completed.", ["kind"],
+                                 registry=r)
+        self.retried = Counter("venturi_jobs_retried", "Runs that failed and will retry.",
+                               ["kind"], registry=r)
+        self.dead = Counter("venturi_jobs_dead", "Jobs that went dead.", ["kind"], registry=r)
+        self.paused = Counter("venturi_jobs_paused", "Runs that paused.", ["kind"], registry=r)
+        self.released = Counter("venturi_jobs_released", "Runs released at drain.", ["kind"],
+                                registry=r)
+        self.lost = Counter("venturi_leases_lost", "Runs abandoned because their claim was lost.",
+                            ["kind"], registry=r)
+        self.run_seconds = Histogram("venturi_job_run_seconds", "Handler run time.", ["kind"],
+                                     buckets=_RUN_BUCKETS, registry=r)
+        self.pickup_seconds = Histogram(
+            "venturi_job_pickup_seconds", "Claim time minus visible time.", ["kind"],
+            buckets=_LATENCY_BUCKETS, registry=r)
+        self.in_flight = Gauge("venturi_jobs_in_flight", "Jobs held by this worker.", registry=r)
+        self.queue_depth = Gauge("venturi_queue_depth", "Runnable pending jobs (sampled).",
+                                 ["kind"], registry=r)
+        self.oldest_runnable = Gauge(
+            "venturi_queue_oldest_runnable_seconds",
+            "Age of the oldest runnable job since it became visible (sampled).", ["kind"],
+            registry=r)
+        self.waker_reconnects = Counter("venturi_waker_reconnects",
+                                        "LISTEN connection re-establishments.", registry=r)
+        self.db_unavailable = Counter("venturi_db_unavailable",
+                                      "Times a service lost the database.", registry=r)

@@ -1,0 +1,743 @@
+"""The worker supervisor: one task group owning every service of a worker.
+
+Services: the claimer and the slot loops that run jobs, the settler, the LISTEN
+waker, the next-visible-at timer, the stale-lease reaper, lease renewal, the
+heartbeat, periodic seeding, optional retention, a bounded fallback poll, an
+event-loop stall monitor and (optionally) signal handling. A bug in any of
+them ends ``run()`` with that exception; a lost database does not (rule 15).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import os
+import secrets
+import signal
+import socket
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from typing import Any
+from uuid import UUID
+
+import anyio
+import orjson
+import structlog
+
+from .._ids import uuid7
+from ..errors import ConfigError, DatabaseUnavailable, UnknownKind
+from ..queue import Queue
+from ..store.base import (
+    ClaimRequest,
+    CleanupCriteria,
+    IdentityLock,
+    LeaseRenewal,
+    NewJob,
+    Outcome,
+    Settled,
+    Settlement,
+    Status,
+    WorkerInfo,
+)
+from ..task import Task, registered
+from .config import WorkerConfig, default_name
+from .executor import Executor, Held
+from .fairness import Fairness
+from .metrics import WorkerMetrics
+from .periodic import next_tick
+from .settler import Settler
+
+log = structlog.get_logger("venturi.worker")
+
+Lifespan = Callable[[], AbstractAsyncContextManager[Any]]
+LISTEN_PING_INTERVAL = 10.0
+
+
+class Health:
+    """What ``/healthz`` and ``/readyz`` report."""
+
+    def __init__(self) -> None:
+        self.alive = False
+        self.db_ok = False
+        self.listening = False
+        self.draining = False
+
+    @property
+    def ready(self) -> bool:
+        return self.alive and self.db_ok and self.listening and not self.draining
+
+
+class Worker:
+    """Claims and runs jobs of the given tasks until drained.
+
+    ``Worker(queue, tasks=[Embed], concurrency=10)`` or with a full
+    ``config=WorkerConfig(...)``. ``await worker.run()`` returns after a clean
+    drain; ``run(until_empty=True)`` once no runnable work is left.
+    """
+
+    def __init__(
+        self,
+        queue: Queue,
+        tasks: Sequence[type[Task]] | None = None,
+        *,
+        config: WorkerConfig | None = None,
+        lifespan: Lifespan | None = None,
+        metrics: WorkerMetrics | None = None,
+        **options: Any,
+    ) -> None:
+        if config is not None and options:
+            raise ConfigError("pass config= or keyword options, not both")
+        if "kinds" in options and options["kinds"] is not None:
+            options["kinds"] = tuple(options["kinds"])
+        for key in ("grace", "poll_interval"):
+            if isinstance(options.get(key), int | float):
+                options[key] = dt.timedelta(seconds=options[key])
+        self.config = config or WorkerConfig(**options)
+        self.queue = queue
+        self.store = queue.store
+        self.metrics = metrics or WorkerMetrics()
+        self._lifespan = lifespan
+
+        chosen = list(tasks) if tasks is not None else list(registered().values())
+        by_kind: dict[str, type[Task]] = {}
+        for cls in chosen:
+            if not (isinstance(cls, type) and issubclass(cls, Task) and hasattr(cls, "__task__")):
+                raise ConfigError(f"{cls!r} is not a venturi Task class")
+            by_kind[cls.__task__.kind] = cls
+        if self.config.kinds is not None:
+            for kind in self.config.kinds:
+                if kind not in by_kind:
+                    raise UnknownKind(kind, list(by_kind))
+            by_kind = {k: by_kind[k] for k in self.config.kinds}
+        if not by_kind:
+            raise ConfigError("a worker needs at least one task to run")
+        self.tasks = by_kind
+        self.leases = {k: cls.__task__.lease for k, cls in by_kind.items()}
+        self._min_lease = min(self.leases.values()).total_seconds()
+
+        self.boot_id = secrets.token_hex(6)
+        self.explicit_name = self.config.name is not None
+        self.name = self.config.name or default_name()
+        self.health = Health()
+        self.exit_code: int | None = None
+
+        self._held: dict[UUID, Held] = {}
+        self._capacity = self.config.concurrency + self.config.prefetch
+        self._wake = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._force = False
+        self._draining = False
+        self._grace = self.config.grace
+        self._until_empty = False
+        self._fairness = Fairness()
+        self._db_offset = 0.0
+        self._db_down_since: float | None = None
+        self._recovering = False
+        self._timer_target: float | None = None
+        self._timer_changed = asyncio.Event()
+        self._timer_recompute = True
+        self._ran = False
+        self._ready_send: Any = None
+        self._ready_recv: Any = None
+        self._executor: Executor | None = None
+        self._settler = Settler(self, self._on_settled)
+        self._running_jobs = 0
+        self._settled_count = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._stats = {"completed": 0, "retried": 0, "dead": 0, "paused": 0, "released": 0}
+
+    # --- identity ---------------------------------------------------------------------
+
+    @property
+    def claimed_by(self) -> str:
+        return f"{self.name}/{self.boot_id}"
+
+    @property
+    def draining(self) -> bool:
+        return self._draining
+
+    @property
+    def held(self) -> int:
+        """Jobs this worker holds (claimed and not yet settled)."""
+        return len(self._held)
+
+    # --- public control ---------------------------------------------------------------
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def drain(self, grace: dt.timedelta | float | None = None) -> None:
+        """Stop claiming, let running jobs finish within ``grace``, release the
+        rest, and wait until ``run()`` has returned. Idempotent."""
+        self.request_drain(grace)
+        if self._ran:
+            await self._stopped_event().wait()
+
+    def request_drain(self, grace: dt.timedelta | float | None = None) -> None:
+        if grace is not None:
+            self._grace = grace if isinstance(grace, dt.timedelta) else dt.timedelta(seconds=grace)
+        if not self._draining:
+            log.info("drain_requested", worker=self.name, grace=self._grace.total_seconds())
+        self._draining = True
+        self.health.draining = True
+        self._stop.set()
+        self._wake.set()
+
+    def _stopped_event(self) -> asyncio.Event:
+        ev: asyncio.Event | None = getattr(self, "_stopped", None)
+        if ev is None:
+            ev = self._stopped = asyncio.Event()
+        return ev
+
+    # --- database health (rule 15) ---------------------------------------------------
+
+    async def outage(self, service: str) -> None:
+        """A service lost the database: log once, report not ready, back off."""
+        if self._db_down_since is None:
+            self._db_down_since = time.monotonic()
+            log.warning("db_unavailable", service=service)
+            self.metrics.db_unavailable.inc()
+        self.health.db_ok = False
+        self._recovering = True
+        down = time.monotonic() - self._db_down_since
+        await anyio.sleep(min(0.1 * 2 ** min(down, 10), self.config.max_backoff.total_seconds()))
+
+    def recovered_from_outage(self, service: str) -> None:
+        if self._db_down_since is not None:
+            log.info("db_available", service=service,
+                     outage_seconds=round(time.monotonic() - self._db_down_since, 3))
+            self._db_down_since = None
+        self.health.db_ok = True
+
+    async def _flushed_after_outage(self) -> None:
+        """Rule 15: buffered settlements go first after a reconnect."""
+        if self._recovering:
+            await self._settler.wait_empty()
+            self._recovering = False
+
+    # --- run -----------------------------------------------------------------------------
+
+    async def run(self, *, until_empty: bool = False) -> None:
+        if self._ran:
+            raise RuntimeError("a Worker runs once; create a new one")
+        self._ran = True
+        self._until_empty = until_empty
+        stopped = self._stopped_event()
+        try:
+            async with AsyncExitStack() as stack:
+                state = None
+                if self._lifespan is not None:
+                    state = await stack.enter_async_context(self._lifespan())
+                self._executor = Executor(self.tasks, state, lambda: self._db_offset)
+                lock = await self._boot(stack)
+                self.health.alive = True
+                log.info("worker_started", worker=self.name, boot_id=self.boot_id,
+                         kinds=sorted(self.tasks), concurrency=self.config.concurrency)
+                await self._supervise(lock)
+            if self.exit_code is None:
+                self.exit_code = 0
+        finally:
+            self.health.alive = False
+            stopped.set()
+            log.info("worker_stopped", worker=self.name, exit_code=self.exit_code, **self._stats)
+
+    async def _boot(self, stack: AsyncExitStack) -> IdentityLock:
+        """Rule 9: take the name's lock, then recover our earlier boot's claims."""
+        while True:
+            try:
+                lock = await stack.enter_async_context(self.store.identity_lock(self.name))
+                recovered = []
+                if await lock.acquire():
+                    recovered = await self.store.recover_boot(self.name, self.claimed_by)
+                elif self.explicit_name:
+                    raise ConfigError(
+                        f"worker name {self.name!r} is held by a live worker: "
+                        "choose another --name or stop that worker first"
+                    )
+                else:
+                    # Another live process has our default name (same hostname and pid,
+                    # e.g. two containers sharing a hostname): run under a unique name and
+                    # recover nothing, since the claims under the shared name may be live.
+                    log.warning("worker_name_taken", worker=self.name)
+                    self.name = f"{self.name}-{self.boot_id}"
+                    lock = await stack.enter_async_context(self.store.identity_lock(self.name))
+                    if not await lock.acquire():
+                        raise ConfigError(f"cannot lock worker name {self.name!r}")
+                now = await self.store.db_now()
+                self._db_offset = (now - dt.datetime.now(dt.UTC)).total_seconds()
+                break
+            except DatabaseUnavailable:
+                await self.outage("boot")
+        self.recovered_from_outage("boot")
+        for r in recovered:
+            log.warning("job_recovered", job_id=str(r.id), kind=r.kind, run_no=r.run_no,
+                        status=r.status.value, previous_owner=r.claimed_by,
+                        reason="worker-restarted")
+        return lock
+
+    async def _supervise(self, lock: IdentityLock) -> None:
+        send, recv = anyio.create_memory_object_stream[Held](max_buffer_size=self._capacity + 1)
+        self._ready_send, self._ready_recv = send, recv
+        async with anyio.create_task_group() as services:
+            async with anyio.create_task_group() as slots:
+                for _ in range(self.config.concurrency):
+                    slots.start_soon(self._slot)
+                services.start_soon(self._settler.run)
+                services.start_soon(self._waker)
+                services.start_soon(self._timer)
+                services.start_soon(self._reaper)
+                services.start_soon(self._renewer)
+                services.start_soon(self._heartbeat)
+                services.start_soon(self._poll)
+                services.start_soon(self._stall_monitor)
+                services.start_soon(self._periodic)
+                services.start_soon(self._guard_identity, lock)
+                if self.config.retention:
+                    services.start_soon(self._retention)
+                if self.config.handle_signals:
+                    services.start_soon(self._signals)
+                await self._claimer()  # returns when a stop is requested
+                await self._shutdown(slots)
+            await self._final_flush()
+            services.cancel_scope.cancel()
+        with contextlib.suppress(DatabaseUnavailable), anyio.move_on_after(2):
+            await self.store.forget_worker(self.name, self.boot_id)
+
+    async def _shutdown(self, slots: anyio.abc.TaskGroup) -> None:
+        """Two phases: wait for running jobs up to the grace period, then release the rest."""
+        self._release_buffered()
+        if not self._force:
+            with anyio.move_on_after(self._grace.total_seconds()):
+                await self._idle.wait()
+        for held in list(self._held.values()):
+            if held.state == "running":
+                held.stop("release")
+        with anyio.move_on_after(2):
+            await self._idle.wait()
+        self._ready_send.close()
+        slots.cancel_scope.cancel()
+
+    def _release_buffered(self) -> None:
+        assert self._executor is not None
+        while True:
+            try:
+                held = self._ready_recv.receive_nowait()
+            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                return
+            self._settle(held, self._executor.release(held))
+
+    async def _final_flush(self) -> None:
+        timeout = 1.0 if self._force else max(5.0, self._grace.total_seconds())
+        if not await self._settler.flush(timeout):
+            log.warning("settlements_unflushed", count=len(self._settler),
+                        note="their jobs will be recovered when their leases expire")
+
+    # --- claiming and running ---------------------------------------------------------------
+
+    def _active(self) -> int:
+        return sum(1 for h in self._held.values() if h.state != "settling")
+
+    async def _claimer(self) -> None:
+        while not self._stop.is_set():
+            await self._wake.wait()
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            free = self._capacity - self._active()
+            if free <= 0:
+                continue
+            settled_before = self._settled_count
+            try:
+                await self._flushed_after_outage()
+                normal, low = self._fairness.split(free)
+                jobs = await self.store.claim(ClaimRequest(
+                    self.claimed_by, self.leases, free, reserve_normal=normal, reserve_low=low))
+            except DatabaseUnavailable:
+                await self.outage("claimer")
+                self._wake.set()
+                continue
+            self.recovered_from_outage("claimer")
+            self._fairness.advance(len(jobs))
+            now = anyio.current_time()
+            wall = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=self._db_offset)
+            for job in jobs:
+                lease = self.leases[job.kind]
+                held = Held(job, lease, now + lease.total_seconds() * 2 / 3)
+                self._held[job.id] = held
+                self._idle.clear()
+                self.metrics.claimed.labels(job.kind).inc()
+                pickup = (wall - job.visible_at).total_seconds()
+                self.metrics.pickup_seconds.labels(job.kind).observe(max(pickup, 0.0))
+                log.debug("job_claimed", job_id=str(job.id), kind=job.kind, run_no=job.run_count)
+                self._ready_send.send_nowait(held)
+            self.metrics.in_flight.set(len(self._held))
+            if len(jobs) == free:
+                self._wake.set()  # there is probably more: claim again as slots free up
+            else:
+                self._timer_recompute = True
+                self._timer_changed.set()
+                quiet = settled_before == self._settled_count  # nothing committed mid-claim
+                if (self._until_empty and quiet and not jobs and not self._held
+                        and not len(self._settler)):
+                    log.info("queue_empty", worker=self.name)
+                    self.request_drain(0)
+                    return
+                if self._until_empty and not quiet:
+                    self._wake.set()
+
+    async def _slot(self) -> None:
+        assert self._executor is not None
+        executor = self._executor
+        async for held in self._ready_recv:
+            if held.id not in self._held:
+                continue  # cancelled while buffered
+            if self._draining:
+                self._settle(held, executor.release(held))
+                continue
+            self._running_jobs += 1
+            try:
+                settlement = await executor.execute(held)
+            finally:
+                self._running_jobs -= 1
+            elapsed = time.monotonic() - held.started if held.started else 0.0
+            self.metrics.run_seconds.labels(held.kind).observe(elapsed)
+            if settlement is None:
+                self._abandon(held)
+            else:
+                self._settle(held, settlement)
+
+    def _settle(self, held: Held, settlement: Settlement) -> None:
+        held.state = "settling"
+        self._settler.put(settlement)
+        self._wake.set()
+
+    def _abandon(self, held: Held) -> None:
+        """The run ended without a settlement: its claim was lost or the job cancelled."""
+        reason = held.stop_reason or "lease-lost"
+        if reason == "cancelled":
+            log.info("job_cancelled", job_id=str(held.id), kind=held.kind, run_no=held.run_no)
+        else:
+            log.warning("lease_lost", job_id=str(held.id), kind=held.kind, run_no=held.run_no)
+            self.metrics.lost.labels(held.kind).inc()
+        self._forget(held.id)
+
+    def _forget(self, id: UUID) -> None:
+        self._held.pop(id, None)
+        self.metrics.in_flight.set(len(self._held))
+        if not any(h.state != "settling" for h in self._held.values()):
+            self._idle.set()
+        self._wake.set()
+
+    def _on_settled(self, settlement: Settlement, result: Settled) -> None:
+        self._settled_count += 1
+        held = self._held.get(settlement.id)
+        kind = held.kind if held else "?"
+        if not result.applied:
+            log.warning("settle_refused", job_id=str(settlement.id), kind=kind,
+                        run_no=settlement.run_no, action=settlement.action.value,
+                        reason="claim no longer held at this epoch")
+            self.metrics.lost.labels(kind).inc()
+        else:
+            outcome = result.outcome
+            if outcome is Outcome.COMPLETED:
+                self._stats["completed"] += 1
+                self.metrics.completed.labels(kind).inc()
+                log.debug("job_completed", job_id=str(settlement.id), kind=kind,
+                          run_no=settlement.run_no)
+            elif outcome is Outcome.RETRIED:
+                self._stats["retried"] += 1
+                self.metrics.retried.labels(kind).inc()
+                self._consider(dt.datetime.now(dt.UTC) + settlement.delay, db_time=False)
+                log.info("job_retried", job_id=str(settlement.id), kind=kind,
+                         run_no=settlement.run_no, note=settlement.note,
+                         retry_in=settlement.delay.total_seconds())
+            elif outcome is Outcome.DEAD:
+                self._stats["dead"] += 1
+                self.metrics.dead.labels(kind).inc()
+                log.warning("job_dead", job_id=str(settlement.id), kind=kind,
+                            run_no=settlement.run_no, note=settlement.note)
+            elif outcome is Outcome.PAUSED:
+                self._stats["paused"] += 1
+                self.metrics.paused.labels(kind).inc()
+                self._consider(dt.datetime.now(dt.UTC) + settlement.delay, db_time=False)
+                log.debug("job_paused", job_id=str(settlement.id), kind=kind,
+                          run_no=settlement.run_no, resume_in=settlement.delay.total_seconds())
+            elif outcome is Outcome.RELEASED:
+                self._stats["released"] += 1
+                self.metrics.released.labels(kind).inc()
+                log.info("job_released", job_id=str(settlement.id), kind=kind,
+                         run_no=settlement.run_no)
+        self._forget(settlement.id)
+
+    # --- services -------------------------------------------------------------------------
+
+    async def _waker(self) -> None:
+        """LISTEN for new work and control messages; reconnect with backoff (rule 11)."""
+        connected_before = False
+        while True:
+            try:
+                async with self.store.listen() as listener:
+                    self.health.listening = True
+                    if connected_before:
+                        log.info("waker_reconnected", worker=self.name)
+                        self.metrics.waker_reconnects.inc()
+                    connected_before = True
+                    self.recovered_from_outage("waker")
+                    self._timer_recompute = True
+                    self._timer_changed.set()
+                    self._wake.set()  # notifications may have been lost meanwhile
+                    await self._listen(listener)
+            except DatabaseUnavailable:
+                self.health.listening = False
+                await self.outage("waker")
+
+    async def _listen(self, listener: Any) -> None:
+        ping = getattr(listener, "ping", None)
+        while True:
+            with anyio.move_on_after(LISTEN_PING_INTERVAL) as idle:
+                channel, payload = await listener.receive()
+            if idle.cancelled_caught:
+                if ping is not None:
+                    await ping()  # a silently dead socket shows up here
+                continue
+            if channel == "jobs":
+                self._on_job_notice(payload)
+            elif channel == "control":
+                self._on_control(payload)
+
+    def _on_job_notice(self, payload: str) -> None:
+        kind, _, due = payload.partition("|")
+        if kind not in self.tasks:
+            return
+        if not due:
+            self._wake.set()
+            return
+        try:
+            when = dt.datetime.fromtimestamp(float(due), dt.UTC)
+        except ValueError:
+            self._wake.set()
+            return
+        self._consider(when, db_time=True)
+
+    def _on_control(self, payload: str) -> None:
+        try:
+            message = orjson.loads(payload)
+            op = message.get("op")
+        except (orjson.JSONDecodeError, AttributeError):
+            log.warning("control_message_invalid")
+            return
+        if op == "cancel":
+            for raw in message.get("ids") or []:
+                try:
+                    held = self._held.get(UUID(str(raw)))
+                except ValueError:
+                    continue
+                if held is None or held.state == "settling":
+                    continue
+                if held.state == "buffered":
+                    log.info("job_cancelled", job_id=str(held.id), kind=held.kind,
+                             run_no=held.run_no)
+                    self._forget(held.id)
+                else:
+                    held.stop("cancelled")
+        elif op == "drain":
+            target = message.get("worker")
+            if target in (None, self.name):
+                grace = message.get("grace")
+                self.request_drain(None if grace is None else float(grace))
+
+    def _consider(self, when: dt.datetime, *, db_time: bool) -> None:
+        """Make the timer fire at ``when`` if that is earlier than its current target."""
+        local = when - dt.timedelta(seconds=self._db_offset) if db_time else when
+        delay = (local - dt.datetime.now(dt.UTC)).total_seconds()
+        target = anyio.current_time() + max(delay, 0.0)
+        if self._timer_target is None or target < self._timer_target:
+            self._timer_target = target
+            self._timer_changed.set()
+
+    async def _timer(self) -> None:
+        """Wake the claimer exactly when the next delayed job becomes visible."""
+        kinds = list(self.tasks)
+        while True:
+            if self._timer_recompute:
+                self._timer_recompute = False
+                try:
+                    nxt = await self.store.next_visible_at(kinds)
+                except DatabaseUnavailable:
+                    self._timer_recompute = True
+                    await self.outage("timer")
+                    continue
+                if nxt is not None:
+                    self._consider(nxt, db_time=True)
+            self._timer_changed.clear()
+            timeout = None
+            if self._timer_target is not None:
+                timeout = max(self._timer_target - anyio.current_time(), 0.0)
+            with anyio.move_on_after(timeout):
+                await self._timer_changed.wait()
+            if self._timer_target is not None and anyio.current_time() >= self._timer_target:
+                self._timer_target = None
+                self._timer_recompute = True
+                self._wake.set()
+
+    async def _reaper(self) -> None:
+        """Recover expired claims of any worker: at boot, then every half of the shortest lease."""
+        period = max(self._min_lease / 2, 0.2)
+        while True:
+            try:
+                await self._flushed_after_outage()
+                recovered = await self.store.recover_stale(1000)
+            except DatabaseUnavailable:
+                await self.outage("reaper")
+                continue
+            self.recovered_from_outage("reaper")
+            for r in recovered:
+                log.warning("job_recovered", job_id=str(r.id), kind=r.kind, run_no=r.run_no,
+                            status=r.status.value, previous_owner=r.claimed_by,
+                            reason="lease-expired")
+            if recovered:
+                self._wake.set()
+                if len(recovered) == 1000:
+                    continue
+            await anyio.sleep(period)
+
+    async def _renewer(self) -> None:
+        """Rule 8: renew every held lease about every third of it, in one statement."""
+        while True:
+            leases = [h.lease.total_seconds() for h in self._held.values()]
+            await anyio.sleep(max(min(leases, default=self._min_lease) / 3, 0.05))
+            held = [h for h in self._held.values()]
+            if not held:
+                continue
+            sent = anyio.current_time()
+            try:
+                kept = await self.store.extend_leases(self.claimed_by, [
+                    LeaseRenewal(h.id, h.run_no, h.lease) for h in held])
+            except DatabaseUnavailable:
+                await self.outage("renewer")
+                continue
+            self.recovered_from_outage("renewer")
+            for h in held:
+                if h.id in kept:
+                    h.set_deadline(sent + h.lease.total_seconds() * 2 / 3)
+                elif self._held.get(h.id) is h and h.state != "settling":
+                    h.stop("lease-lost")
+                    if h.state == "buffered":
+                        self._abandon(h)
+
+    async def _heartbeat(self) -> None:
+        started = dt.datetime.now(dt.UTC)
+        interval = self.config.heartbeat_interval.total_seconds()
+        while True:
+            info = WorkerInfo(
+                name=self.name, boot_id=self.boot_id, host=socket.gethostname(), pid=os.getpid(),
+                kinds=sorted(self.tasks), concurrency=self.config.concurrency,
+                in_flight=len(self._held), started_at=started, last_seen=started,
+                draining=self._draining,
+            )
+            try:
+                await self.store.heartbeat(info)
+                now = await self.store.db_now()
+                self._db_offset = (now - dt.datetime.now(dt.UTC)).total_seconds()
+            except DatabaseUnavailable:
+                await self.outage("heartbeat")
+                continue
+            self.recovered_from_outage("heartbeat")
+            await anyio.sleep(interval)
+
+    async def _poll(self) -> None:
+        """The bounded fallback: a NOTIFY is only a hint and can be lost."""
+        while True:
+            interval = self.config.poll_interval.total_seconds()
+            if not self.health.listening:
+                interval = min(interval, 1.0)
+            await anyio.sleep(interval)
+            self._wake.set()
+
+    async def _stall_monitor(self) -> None:
+        threshold = self._min_lease / 3
+        tick = min(0.25, threshold / 2)
+        while True:
+            before = anyio.current_time()
+            await anyio.sleep(tick)
+            lag = anyio.current_time() - before - tick
+            if lag > threshold:
+                log.warning("event_loop_stalled", seconds=round(lag, 3),
+                            note="a handler is blocking the event loop; leases are at risk")
+
+    async def _periodic(self) -> None:
+        """Rule 12: seed one occurrence per periodic kind (a no-op when one exists)."""
+        periodic = [cls for cls in self.tasks.values() if cls.__task__.periodic]
+        if not periodic:
+            return
+        while True:
+            try:
+                now = await self.store.db_now()
+                jobs = []
+                for cls in periodic:
+                    o = cls.__task__
+                    jobs.append(NewJob(id=uuid7(), kind=o.kind, payload=cls().to_json(),
+                                       priority=int(o.priority), max_failures=o.max_failures,
+                                       at=next_tick(o, now), periodic=True))
+                if await self.store.seed_periodic(jobs):
+                    self._timer_recompute = True
+                    self._timer_changed.set()
+            except DatabaseUnavailable:
+                await self.outage("periodic")
+                continue
+            await anyio.sleep(self.config.periodic_reseed_interval.total_seconds())
+
+    async def _retention(self) -> None:
+        """Delete old finished jobs in bounded batches, one worker at a time."""
+        while True:
+            for status, age in self.config.retention.items():
+                try:
+                    cutoff = await self.store.db_now() - age
+                    while True:
+                        n = await self.store.cleanup_exclusive(CleanupCriteria(
+                            cutoff, status=Status(status), batch_size=10_000))
+                        if n:
+                            log.info("retention_deleted", status=status, count=n)
+                        if n is None or n < 10_000:
+                            break
+                except DatabaseUnavailable:
+                    await self.outage("retention")
+            await anyio.sleep(self.config.retention_interval.total_seconds())
+
+    async def _guard_identity(self, lock: IdentityLock) -> None:
+        """Rule 9: re-take the name's lock after a reconnect; drain if someone else has it."""
+        while True:
+            await lock.lost.wait()
+            log.warning("identity_lock_lost", worker=self.name)
+            while True:
+                try:
+                    got = await lock.acquire()
+                    break
+                except DatabaseUnavailable:
+                    await self.outage("identity")
+            self.recovered_from_outage("identity")
+            if not got:
+                log.error("identity_taken", worker=self.name,
+                          note="another worker holds this name; draining")
+                self.request_drain()
+                return
+
+    async def _signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                if not self._draining:
+                    log.info("signal_received", signal=signal.Signals(signum).name,
+                             action="drain")
+                    self.request_drain()
+                    continue
+                log.warning("signal_received", signal=signal.Signals(signum).name,
+                            action="stop now")
+                self._force = True
+                self.exit_code = 130
+                for held in list(self._held.values()):
+                    if held.state == "running":
+                        held.stop("release")
+                return
