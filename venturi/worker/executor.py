@@ -47,6 +47,7 @@ class Held:
     deadline: float  # loop time: last successful renewal's send time + 2/3 lease
     state: str = "buffered"  # buffered -> running -> settling
     scope: anyio.CancelScope | None = None
+    timeout_at: float = float("inf")  # loop time when the per-task timeout fires
     stop_reason: str | None = None  # "cancelled" | "lease-lost" | "release"
     started: float = 0.0
     carry: Any = None
@@ -67,7 +68,7 @@ class Held:
     def set_deadline(self, deadline: float) -> None:
         self.deadline = deadline
         if self.scope is not None:
-            self.scope.deadline = deadline
+            self.scope.deadline = min(deadline, self.timeout_at)
 
     def stop(self, reason: str) -> None:
         """Ask the running handler to stop; the first reason wins."""
@@ -129,31 +130,34 @@ class Executor:
                               successor=self.successor(cls))
         ctx = Context(job_id=record.id, kind=record.kind, run_no=record.run_count,
                       carry=record.carry, state=self.state)
-        held.state = "running"
         held.started = time.monotonic()
         result: Any = None
         error: BaseException | None = None
-        timed_out = False
-        with anyio.CancelScope(deadline=held.deadline) as scope:
+        # One scope per run: its deadline is the earlier of the local lease
+        # deadline (moved by renewals) and the per-task timeout.
+        held.timeout_at = anyio.current_time() + options.timeout.total_seconds()
+        with anyio.CancelScope(deadline=min(held.deadline, held.timeout_at)) as scope:
             held.scope = scope
             if held.stop_reason is not None:  # cancelled before it started
                 scope.cancel()
-            with anyio.move_on_after(options.timeout.total_seconds()) as timeout:
-                try:
-                    result = await task.run(ctx)
-                except Exception as exc:
-                    error = exc
-            timed_out = timeout.cancelled_caught
+            try:
+                result = await task.run(ctx)
+            except Exception as exc:
+                error = exc
         held.scope = None
         held.carry = ctx.carry
 
         if scope.cancel_called:
-            reason = held.stop_reason or "lease-lost"
+            reason = held.stop_reason
+            if reason is None:
+                timed_out = held.timeout_at <= held.deadline and (
+                    anyio.current_time() >= held.timeout_at)
+                reason = "timeout" if timed_out else "lease-lost"
+            if reason == "timeout":
+                return self._fail(held, cls, task, "timeout", None)
             if reason == "release":
                 return self.release(held)
             return None  # cancelled or lease lost: another owner, or no row, decides
-        if timed_out:
-            return self._fail(held, cls, task, "timeout", None)
         if error is not None:
             if isinstance(error, GiveUp):
                 log.warning("job_gave_up", job_id=str(held.id), kind=held.kind,

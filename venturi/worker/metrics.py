@@ -9,6 +9,18 @@ _LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2
 _RUN_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600)
 
 
+class KindMetrics:
+    """The per-kind children, resolved once (``labels()`` is a locked dict lookup)."""
+
+    __slots__ = ("claimed", "completed", "pickup", "run")
+
+    def __init__(self, m: WorkerMetrics, kind: str) -> None:
+        self.claimed = m.claimed.labels(kind)
+        self.completed = m.completed.labels(kind)
+        self.pickup = m.pickup_seconds.labels(kind)
+        self.run = m.run_seconds.labels(kind)
+
+
 class WorkerMetrics:
     """Counters and histograms the supervisor updates; ``registry`` is what
     ``/metrics`` exposes. Per-job work here is a few dict lookups."""
@@ -43,3 +55,6 @@ class WorkerMetrics:
                                         "LISTEN connection re-establishments.", registry=r)
         self.db_unavailable = Counter("venturi_db_unavailable",
                                       "Times a service lost the database.", registry=r)
+
+    def for_kind(self, kind: str) -> KindMetrics:
+        return KindMetrics(self, kind)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import logging
 import os
 import secrets
 import signal
@@ -139,12 +140,13 @@ class Worker:
         self._timer_changed = asyncio.Event()
         self._timer_recompute = True
         self._ran = False
-        self._ready_send: Any = None
-        self._ready_recv: Any = None
+        self._inbox: asyncio.Queue[Held] = asyncio.Queue()
+        self._active = 0  # held jobs not yet settling: buffered or running
         self._executor: Executor | None = None
         self._settler = Settler(self, self._on_settled)
-        self._running_jobs = 0
         self._settled_count = 0
+        self._trace = False
+        self._kind_metrics = {kind: self.metrics.for_kind(kind) for kind in self.tasks}
         self._idle = asyncio.Event()
         self._idle.set()
         self._stats = {"completed": 0, "retried": 0, "dead": 0, "paused": 0, "released": 0}
@@ -225,6 +227,8 @@ class Worker:
             raise RuntimeError("a Worker runs once; create a new one")
         self._ran = True
         self._until_empty = until_empty
+        # Per-job events are DEBUG; decide once, so the hot path skips building them.
+        self._trace = bool(getattr(log, "is_enabled_for", lambda _l: True)(logging.DEBUG))
         stopped = self._stopped_event()
         try:
             async with AsyncExitStack() as stack:
@@ -279,8 +283,6 @@ class Worker:
         return lock
 
     async def _supervise(self, lock: IdentityLock) -> None:
-        send, recv = anyio.create_memory_object_stream[Held](max_buffer_size=self._capacity + 1)
-        self._ready_send, self._ready_recv = send, recv
         async with anyio.create_task_group() as services:
             async with anyio.create_task_group() as slots:
                 for _ in range(self.config.concurrency):
@@ -317,17 +319,14 @@ class Worker:
                 held.stop("release")
         with anyio.move_on_after(2):
             await self._idle.wait()
-        self._ready_send.close()
         slots.cancel_scope.cancel()
 
     def _release_buffered(self) -> None:
         assert self._executor is not None
-        while True:
-            try:
-                held = self._ready_recv.receive_nowait()
-            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
-                return
-            self._settle(held, self._executor.release(held))
+        while not self._inbox.empty():
+            held = self._inbox.get_nowait()
+            if self._held.get(held.id) is held:
+                self._settle(held, self._executor.release(held))
 
     async def _final_flush(self) -> None:
         timeout = 1.0 if self._force else max(5.0, self._grace.total_seconds())
@@ -337,16 +336,13 @@ class Worker:
 
     # --- claiming and running ---------------------------------------------------------------
 
-    def _active(self) -> int:
-        return sum(1 for h in self._held.values() if h.state != "settling")
-
     async def _claimer(self) -> None:
         while not self._stop.is_set():
             await self._wake.wait()
             self._wake.clear()
             if self._stop.is_set():
                 return
-            free = self._capacity - self._active()
+            free = self._capacity - self._active
             if free <= 0:
                 continue
             settled_before = self._settled_count
@@ -367,12 +363,15 @@ class Worker:
                 lease = self.leases[job.kind]
                 held = Held(job, lease, now + lease.total_seconds() * 2 / 3)
                 self._held[job.id] = held
+                self._active += 1
                 self._idle.clear()
-                self.metrics.claimed.labels(job.kind).inc()
-                pickup = (wall - job.visible_at).total_seconds()
-                self.metrics.pickup_seconds.labels(job.kind).observe(max(pickup, 0.0))
-                log.debug("job_claimed", job_id=str(job.id), kind=job.kind, run_no=job.run_count)
-                self._ready_send.send_nowait(held)
+                m = self._kind_metrics[job.kind]
+                m.claimed.inc()
+                m.pickup.observe(max((wall - job.visible_at).total_seconds(), 0.0))
+                if self._trace:
+                    log.debug("job_claimed", job_id=str(job.id), kind=job.kind,
+                              run_no=job.run_count)
+                self._inbox.put_nowait(held)
             self.metrics.in_flight.set(len(self._held))
             if len(jobs) == free:
                 self._wake.set()  # there is probably more: claim again as slots free up
@@ -391,27 +390,33 @@ class Worker:
     async def _slot(self) -> None:
         assert self._executor is not None
         executor = self._executor
-        async for held in self._ready_recv:
-            if held.id not in self._held:
-                continue  # cancelled while buffered
+        inbox = self._inbox
+        while True:
+            held = await inbox.get()
+            if self._held.get(held.id) is not held:
+                continue  # cancelled or lost while buffered
             if self._draining:
                 self._settle(held, executor.release(held))
                 continue
-            self._running_jobs += 1
-            try:
-                settlement = await executor.execute(held)
-            finally:
-                self._running_jobs -= 1
+            held.state = "running"
+            settlement = await executor.execute(held)
             elapsed = time.monotonic() - held.started if held.started else 0.0
-            self.metrics.run_seconds.labels(held.kind).observe(elapsed)
+            self._kind_metrics[held.kind].run.observe(elapsed)
             if settlement is None:
                 self._abandon(held)
             else:
                 self._settle(held, settlement)
 
     def _settle(self, held: Held, settlement: Settlement) -> None:
-        held.state = "settling"
+        if held.state != "settling":
+            held.state = "settling"
+            self._deactivate()
         self._settler.put(settlement)
+
+    def _deactivate(self) -> None:
+        self._active -= 1
+        if self._active == 0:
+            self._idle.set()
         self._wake.set()
 
     def _abandon(self, held: Held) -> None:
@@ -425,11 +430,11 @@ class Worker:
         self._forget(held.id)
 
     def _forget(self, id: UUID) -> None:
-        self._held.pop(id, None)
+        held = self._held.pop(id, None)
+        if held is not None and held.state != "settling":
+            held.state = "settling"
+            self._deactivate()
         self.metrics.in_flight.set(len(self._held))
-        if not any(h.state != "settling" for h in self._held.values()):
-            self._idle.set()
-        self._wake.set()
 
     def _on_settled(self, settlement: Settlement, result: Settled) -> None:
         self._settled_count += 1
@@ -444,9 +449,11 @@ class Worker:
             outcome = result.outcome
             if outcome is Outcome.COMPLETED:
                 self._stats["completed"] += 1
-                self.metrics.completed.labels(kind).inc()
-                log.debug("job_completed", job_id=str(settlement.id), kind=kind,
-                          run_no=settlement.run_no)
+                if held is not None:
+                    self._kind_metrics[kind].completed.inc()
+                if self._trace:
+                    log.debug("job_completed", job_id=str(settlement.id), kind=kind,
+                              run_no=settlement.run_no)
             elif outcome is Outcome.RETRIED:
                 self._stats["retried"] += 1
                 self.metrics.retried.labels(kind).inc()
