@@ -40,6 +40,8 @@ class WorkerConfig:
     handle_signals: bool = False
     prefetch: int = 0
     max_backoff: timedelta = timedelta(seconds=5)
+    http: str | None = None  # "HOST:PORT" serves /healthz, /readyz, /metrics
+    sample_interval: timedelta = timedelta(seconds=15)
 
     def __post_init__(self) -> None:
         if not isinstance(self.concurrency, int) or not 1 <= self.concurrency <= 10_000:
@@ -53,7 +55,7 @@ class WorkerConfig:
         if self.grace < timedelta(0):
             raise ConfigError("grace must not be negative")
         for what in ("poll_interval", "heartbeat_interval", "retention_interval",
-                     "periodic_reseed_interval", "max_backoff"):
+                     "periodic_reseed_interval", "max_backoff", "sample_interval"):
             if getattr(self, what) <= timedelta(0):
                 raise ConfigError(f"{what} must be positive")
         for status, age in self.retention.items():
@@ -61,5 +63,9 @@ class WorkerConfig:
                 raise ConfigError(f"retention status {status!r} is not one of completed, dead")
             if age <= timedelta(0):
                 raise ConfigError(f"retention for {status} must be positive")
+        if self.http is not None:
+            from .http import parse_address
+
+            parse_address(self.http)
         if self.kinds is not None and not self.kinds:
             raise ConfigError("kinds, when given, must name at least one kind")

@@ -46,6 +46,7 @@ from ..task import Task, registered
 from .config import WorkerConfig, default_name
 from .executor import Executor, Held
 from .fairness import Fairness
+from .http import HealthServer
 from .metrics import WorkerMetrics
 from .periodic import next_tick
 from .settler import Settler
@@ -54,6 +55,9 @@ log = structlog.get_logger("venturi.worker")
 
 Lifespan = Callable[[], AbstractAsyncContextManager[Any]]
 LISTEN_PING_INTERVAL = 10.0
+DURATION_FIELDS = frozenset({
+    "grace", "poll_interval", "heartbeat_interval", "periodic_reseed_interval",
+    "retention_interval", "max_backoff", "sample_interval"})
 
 
 class Health:
@@ -92,9 +96,9 @@ class Worker:
             raise ConfigError("pass config= or keyword options, not both")
         if "kinds" in options and options["kinds"] is not None:
             options["kinds"] = tuple(options["kinds"])
-        for key in ("grace", "poll_interval"):
-            if isinstance(options.get(key), int | float):
-                options[key] = dt.timedelta(seconds=options[key])
+        for key, value in list(options.items()):  # durations may be given in seconds
+            if key in DURATION_FIELDS and isinstance(value, int | float):
+                options[key] = dt.timedelta(seconds=value)
         self.config = config or WorkerConfig(**options)
         self.queue = queue
         self.store = queue.store
@@ -147,6 +151,7 @@ class Worker:
         self._settled_count = 0
         self._trace = False
         self._kind_metrics = {kind: self.metrics.for_kind(kind) for kind in self.tasks}
+        self.http: HealthServer | None = None
         self._idle = asyncio.Event()
         self._idle.set()
         self._stats = {"completed": 0, "retried": 0, "dead": 0, "paused": 0, "released": 0}
@@ -236,6 +241,10 @@ class Worker:
                 if self._lifespan is not None:
                     state = await stack.enter_async_context(self._lifespan())
                 self._executor = Executor(self.tasks, state, lambda: self._db_offset)
+                if self.config.http is not None:
+                    self.http = HealthServer(self, self.config.http)
+                    await self.http.start()
+                    stack.push_async_callback(self.http.close)
                 lock = await self._boot(stack)
                 self.health.alive = True
                 log.info("worker_started", worker=self.name, boot_id=self.boot_id,
@@ -301,6 +310,8 @@ class Worker:
                     services.start_soon(self._retention)
                 if self.config.handle_signals:
                     services.start_soon(self._signals)
+                if self.config.http is not None:
+                    services.start_soon(self._sampler)
                 await self._claimer()  # returns when a stop is requested
                 await self._shutdown(slots)
             await self._final_flush()
@@ -713,6 +724,23 @@ class Worker:
                 except DatabaseUnavailable:
                     await self.outage("retention")
             await anyio.sleep(self.config.retention_interval.total_seconds())
+
+    async def _sampler(self) -> None:
+        """Queue depth and lag for /metrics, sampled on a timer so scrapes cost no queries."""
+        seen: set[str] = set()
+        while True:
+            try:
+                snap = await self.store.stats()
+            except DatabaseUnavailable:
+                await self.outage("sampler")
+                continue
+            kinds = set(snap.pending_by_kind) | set(snap.oldest_pending_age) | seen
+            for kind in kinds:
+                self.metrics.queue_depth.labels(kind).set(snap.pending_by_kind.get(kind, 0))
+                age = snap.oldest_pending_age.get(kind)
+                self.metrics.oldest_runnable.labels(kind).set(age.total_seconds() if age else 0)
+            seen = kinds
+            await anyio.sleep(self.config.sample_interval.total_seconds())
 
     async def _guard_identity(self, lock: IdentityLock) -> None:
         """Rule 9: re-take the name's lock after a reconnect; drain if someone else has it."""

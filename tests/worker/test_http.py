@@ -1,0 +1,84 @@
+"""/healthz, /readyz and /metrics of a running worker."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+import venturi
+from tests.conftest import wait_for
+from venturi import Queue
+from venturi.store.postgres import PostgresStore
+
+pytestmark = pytest.mark.timeout(60)
+GATE = asyncio.Event()
+
+
+class Gated(venturi.Task, kind="http.gated"):
+    async def run(self, ctx: venturi.Context) -> None:
+        await GATE.wait()
+
+
+class Quick(venturi.Task, kind="http.quick"):
+    async def run(self, ctx: venturi.Context) -> None:
+        return None
+
+
+async def get(port: int, path: str) -> tuple[int, str]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {path} HTTP/1.0\r\nHost: x\r\n\r\n".encode())
+    await writer.drain()
+    raw = await reader.read()
+    writer.close()
+    head, _, body = raw.decode().partition("\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+def samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name:
+                out[tuple(sorted(s.labels.items()))] = s.value
+    return out
+
+
+async def test_probes_flip_when_draining_and_counters_move(
+        pg_store_dbclock: PostgresStore) -> None:
+    GATE.clear()
+    queue = Queue(pg_store_dbclock)
+    worker = venturi.Worker(queue, tasks=[Gated, Quick], concurrency=2, http="127.0.0.1:0",
+                            sample_interval=0.1)
+    runner = asyncio.create_task(worker.run())
+    await wait_for(lambda: worker.health.ready, what="worker ready")
+    assert worker.http is not None
+    port = worker.http.port
+    assert (await get(port, "/healthz"))[0] == 200
+    assert (await get(port, "/readyz"))[0] == 200
+    assert (await get(port, "/nope"))[0] == 404
+
+    for _ in range(3):
+        await queue.enqueue(Quick())
+    await queue.enqueue(Gated())
+
+    async def completed() -> bool:
+        _, body = await get(port, "/metrics")
+        done = samples(body, "venturi_jobs_completed_total")
+        claimed = samples(body, "venturi_jobs_claimed_total")
+        return (done.get((("kind", "http.quick"),), 0) == 3
+                and claimed.get((("kind", "http.gated"),), 0) == 1)
+    await wait_for(completed, what="3 quick jobs counted and the gated one claimed")
+    _, body = await get(port, "/metrics")
+    assert samples(body, "venturi_jobs_claimed_total")[(("kind", "http.gated"),)] == 1
+    assert samples(body, "venturi_jobs_in_flight") == {(): 1}
+    assert samples(body, "venturi_job_pickup_seconds_count")[(("kind", "http.quick"),)] == 3
+
+    worker.request_drain(10)
+    status, reason = await get(port, "/readyz")
+    assert status == 503 and "draining" in reason
+    assert (await get(port, "/healthz"))[0] == 200  # alive while draining
+    GATE.set()
+    await asyncio.wait_for(runner, 20)
+    assert worker.exit_code == 0
