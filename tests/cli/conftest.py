@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 
 import pytest
 from typer.testing import CliRunner, Result
+from venturi.cli import app
 
 import venturi
-from venturi.cli import app
 from venturi.store.base import Action, ClaimRequest, Settlement
 
 from ..conftest import drop_prefix, new_prefix

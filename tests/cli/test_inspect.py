@@ -211,7 +211,6 @@ def test_global_options_work_before_or_after_the_command(cli: Cli) -> None:
 
 def test_version_and_help() -> None:
     from typer.testing import CliRunner
-
     from venturi.cli import app
 
     runner = CliRunner()
