@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Annotated, Any
 
@@ -9,8 +10,9 @@ import structlog
 import typer
 
 import venturi
+import venturi.logs
 
-from . import loader, logs, output, params
+from . import loader, output, params
 from .admin import AppOption
 from .session import USAGE, DsnOption, JsonOption, PrefixOption, fail, run_async, session
 
@@ -51,23 +53,28 @@ def worker(
         fail(f"--kinds: unknown kind{'s' if len(unknown) > 1 else ''} "
              f"{', '.join(map(repr, unknown))}; {app} defines: {', '.join(tasks)}")
 
-    logs.configure(logs.choose(log_format), log_level)
+    try:
+        config = venturi.WorkerConfig(
+            concurrency=concurrency, kinds=None if wanted is None else tuple(wanted), name=name,
+            grace=drain_grace, retention=keep or {}, listen_dsn=listen_dsn,
+            handle_signals=True,
+        )
+    except venturi.ConfigError as exc:
+        fail(str(exc), code=USAGE)
+    fmt: venturi.logs.LogFormat = "json" if log_format == "json" else (
+        "console" if log_format == "console" else "auto")
+    venturi.logs.configure(fmt, log_level)
 
     async def go() -> int:
         async with venturi.Queue.connect(target, prefix=s.prefix, listen_dsn=listen_dsn) as q:
-            w = venturi.Worker(
-                q, tasks=list(tasks.values()), concurrency=concurrency, kinds=wanted,
-                name=name, grace=drain_grace, handle_signals=True, retention=keep,
-                listen_dsn=listen_dsn,
-            )
+            w = venturi.Worker(q, list(tasks.values()), config=config)
             await w.run()
-            code: int = w.exit_code
-            return code
+            return w.exit_code or 0
 
     try:
         code = run_async(go, dsn=target)
     finally:
-        structlog.reset_defaults()
+        structlog.reset_defaults()  # CliRunner tests run many commands in one process
     raise typer.Exit(code)
 
 
@@ -78,17 +85,22 @@ def drain(
     all_workers: Annotated[bool, typer.Option("--all", help="Drain every worker.")] = False,
     grace: Annotated[str | None, typer.Option(
         help="Override the workers' own grace period (e.g. 30s).")] = None,
+    wait: Annotated[bool, typer.Option(
+        "--wait", help="Wait until the drained workers have exited.")] = False,
+    timeout: Annotated[str, typer.Option(
+        help="With --wait: give up (exit 1) after this long.")] = "5m",
     dsn: DsnOption = None, prefix: PrefixOption = None, json: JsonOption = False,
 ) -> None:
     """Ask running workers to stop claiming, finish (or release) their jobs, and exit."""
     s = session(ctx, dsn, prefix, json)
     if (worker_name is None) == (not all_workers):
         fail("give --worker NAME or --all (one of the two)", code=USAGE)
-    wait: timedelta | None = params.optional_duration(grace, "--grace")
+    override = params.optional_duration(grace, "--grace")
+    limit = params.duration(timeout, "--timeout")
     message: dict[str, Any] = {
         "op": "drain",
         "worker": worker_name,
-        "grace": None if wait is None else wait.total_seconds(),
+        "grace": None if override is None else override.total_seconds(),
     }
 
     async def go(queue: venturi.Queue) -> list[venturi.WorkerInfo]:
@@ -97,17 +109,36 @@ def drain(
             names = ", ".join(sorted(w.name for w in live)) or "none"
             fail(f"--worker: no worker named {worker_name!r} in queue {s.prefix} "
                  f"(registered: {names})")
+        targets = [w for w in live if worker_name is None or w.name == worker_name]
         await queue.store.notify_control(message)
-        return [w for w in live if worker_name is None or w.name == worker_name]
+        if wait:
+            await _wait_gone(queue, targets, limit)
+        return targets
 
     targets = s.run(go)
     if s.json:
-        output.emit_json({"sent": message, "workers": [w.name for w in targets]})
+        output.emit_json({"sent": message, "workers": [w.name for w in targets],
+                          "exited": wait})
         return
-    if worker_name is not None:
-        typer.echo(f"asked worker {worker_name} to drain")
-    else:
-        typer.echo(f"asked all workers to drain ({len(targets)} registered)")
+    who = f"worker {worker_name}" if worker_name is not None else (
+        f"all workers ({len(targets)} registered)")
+    typer.echo(f"{'drained' if wait else 'asked to drain:'} {who}")
+
+
+async def _wait_gone(queue: venturi.Queue, targets: list[venturi.WorkerInfo],
+                     limit: timedelta) -> None:
+    """Poll the workers table until every target boot has deregistered (a worker
+    removes its row on a clean exit; a crashed one leaves it, hence the limit)."""
+    waiting = {(w.name, w.boot_id) for w in targets}
+    deadline = asyncio.get_running_loop().time() + limit.total_seconds()
+    while True:
+        left = [w for w in await queue.workers() if (w.name, w.boot_id) in waiting]
+        if not left:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            fail(f"--wait: {len(left)} worker(s) still registered after {output.span(limit)}: "
+                 f"{', '.join(sorted(w.name for w in left))}")
+        await asyncio.sleep(0.2)
 
 
 def register(app: typer.Typer) -> None:
