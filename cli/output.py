@@ -64,6 +64,11 @@ def timestamp(when: dt.datetime | None) -> str | None:
     return None if when is None else when.astimezone(dt.UTC).isoformat()
 
 
+def clock_time(when: dt.datetime) -> str:
+    """``2026-11-29 07:58:34Z``: absolute time for people, to the second, in UTC."""
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
 def priority_name(value: int) -> str:
     return _PRIORITY_NAMES.get(value, str(value))
 

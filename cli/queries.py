@@ -175,7 +175,7 @@ def print_job(j: venturi.JobRecord, entries: list[venturi.JournalRecord]) -> Non
     ref = output.now()
 
     def when(t: Any) -> str:
-        return "-" if t is None else f"{output.timestamp(t)} ({output.ago(t, ref)})"
+        return "-" if t is None else f"{output.clock_time(t)} ({output.ago(t, ref)})"
 
     output.fields([
         ("id", j.id), ("kind", j.kind), ("status", output.coloured_status(j.status.value)),

@@ -112,4 +112,5 @@ def one_line_error(result: Any, code: int = 1) -> str:
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("venturi: error: "), lines[0]
     assert "Traceback" not in result.output
+    assert result.stdout == "", result.stdout  # --json consumers never get half a document
     return str(lines[0])
