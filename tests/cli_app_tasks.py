@@ -22,3 +22,15 @@ class Reject(venturi.Task, kind="cli.reject", priority=venturi.Priority.LOW):
 
     async def run(self, ctx: venturi.Context) -> None:
         raise venturi.GiveUp(self.reason)
+
+
+class Refresh(venturi.Task, kind="cli.refresh"):
+    """Coalesces while pending: a second enqueue for the same uri merges."""
+
+    uri: str
+
+    def dedup_key(self) -> str | None:
+        return self.uri
+
+    async def run(self, ctx: venturi.Context) -> None:
+        return None

@@ -56,7 +56,7 @@ def test_enqueue_refuses_a_payload_that_does_not_fit(cli: Cli) -> None:
 
 def test_enqueue_unknown_kind_bad_module_and_bad_options(cli: Cli) -> None:
     line = one_line_error(cli("enqueue", "cli.nope", "--app", APP))
-    assert "unknown task kind 'cli.nope'" in line and "cli.echo, cli.reject" in line
+    assert "unknown task kind 'cli.nope'" in line and "cli.echo, cli.refresh, cli.reject" in line
     line = one_line_error(cli("enqueue", "cli.echo", "--app", "tests.no_such_module"))
     assert "--app tests.no_such_module: no module named 'tests.no_such_module'" in line
     line = one_line_error(cli("enqueue", "cli.echo", "--app", "tests.conftest"))
@@ -157,3 +157,12 @@ def test_cleanup_deletes_finished_jobs_older_than_the_cutoff(cli: Cli) -> None:
     assert "--status" in one_line_error(cli("cleanup", "--older-than", "1d", "--status",
                                             "pending"), code=2)
     assert cli("cleanup").exit_code == 2
+
+
+def test_enqueue_reports_a_dedup_merge(cli: Cli) -> None:
+    first = json.loads(cli.ok("enqueue", "cli.refresh", "--app", APP, "--payload",
+                              '{"uri": "file:///r"}', "--json").stdout)
+    assert first["merged"] is False
+    second = cli.ok("enqueue", "cli.refresh", "--app", APP, "--payload", '{"uri": "file:///r"}')
+    assert second.stdout.strip() == f"merged into pending job {first['id']} (cli.refresh)"
+    assert _count(cli) == 1

@@ -58,7 +58,8 @@ def test_console_script_error_paths(bare: Cli) -> None:
         (["--dsn", good, *q, "enqueue", "cli.echo", "--app", "tests.does_not_exist"], 1,
          "--app tests.does_not_exist: no module named"),
         (["--dsn", good, *q, "worker", "--app", APP, "--kinds", "cli.echo,cli.nope"], 1,
-         "--kinds: unknown kind 'cli.nope'; tests.cli_app_tasks defines: cli.echo, cli.reject"),
+         "--kinds: unknown kind 'cli.nope'; tests.cli_app_tasks defines: cli.echo, "
+         "cli.refresh, cli.reject"),
     ]
     for args, code, expected in cases:
         check(bare.subprocess(*args), code, expected)
@@ -67,7 +68,7 @@ def test_console_script_error_paths(bare: Cli) -> None:
     missing = str(uuid.uuid4())
     check(bare.subprocess("--dsn", good, *q, "job", missing), 1, f"unknown job id {missing}")
     check(bare.subprocess("--dsn", good, *q, "enqueue", "cli.nope", "--app", APP), 1,
-          "unknown task kind 'cli.nope'; known kinds: cli.echo, cli.reject")
+          "unknown task kind 'cli.nope'; known kinds: cli.echo, cli.refresh, cli.reject")
     # A usage error Typer reports itself: exit 2, no traceback.
     usage = bare.subprocess("stats", "--no-such-option")
     assert usage.returncode == 2 and "Traceback" not in usage.stdout + usage.stderr
