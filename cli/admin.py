@@ -97,8 +97,13 @@ def cancel(
     n = s.run(would_go)
     if n > 1 and not yes:
         what = f"in subtree {subject}" if subject is not None else "given"
-        if not typer.confirm(f"Cancel {n} jobs {what}?", err=True):
-            fail("not confirmed: nothing cancelled")
+        try:
+            confirmed = typer.confirm(f"Cancel {n} jobs {what}?", err=True)
+        except typer.Abort:  # no answer: end of input, or Ctrl-C at the prompt
+            typer.echo(err=True)
+            confirmed = False
+        if not confirmed:
+            fail("not confirmed: nothing cancelled (--yes skips the question)")
 
     async def go(queue: venturi.Queue) -> int:
         if subject is not None:

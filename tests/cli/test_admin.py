@@ -84,6 +84,10 @@ def test_cancel_by_id_and_by_subject_with_confirmation(cli: Cli) -> None:
     assert refused.exit_code == 1 and "Cancel 2 jobs in subtree file:///docs?" in refused.stderr
     assert "nothing cancelled" in refused.stderr
     assert _count(cli, subject="file:///docs") == 2
+    unanswered = cli("cancel", "--subject", "file:///docs", input="")
+    assert unanswered.exit_code == 1
+    assert unanswered.stderr.splitlines()[-1].startswith("venturi: error: not confirmed")
+    assert _count(cli, subject="file:///docs") == 2
     accepted = cli("cancel", "--subject", "file:///docs/", input="y\n")
     # (the runner echoes the typed answer onto stdout, as a terminal would)
     assert accepted.exit_code == 0 and accepted.stdout.splitlines()[-1] == "removed 2 jobs"

@@ -219,3 +219,37 @@ def test_version_and_help() -> None:
     for command in ("worker", "migrate", "stats", "jobs", "job", "cancel", "retry", "cleanup",
                     "drain", "workers", "enqueue"):
         assert f" {command} " in text, command
+
+
+def test_colour_and_refresh_in_place_only_on_a_terminal(cli: Cli) -> None:
+    import pty
+    import subprocess
+
+    from .conftest import ROOT, venturi_script
+
+    cli.do(lambda q: q.enqueue(Echo(uri="file:///tty")))
+    plain = cli.ok("stats", "--watch", "--interval", "10ms", "--iterations", "2").stdout
+    assert "\x1b" not in plain
+
+    main, child = pty.openpty()
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("VENTURI_")}
+    environ.update(VENTURI_DSN=cli.dsn, VENTURI_PREFIX=cli.prefix, TERM="xterm")
+    proc = subprocess.Popen(
+        [venturi_script(), "stats", "--watch", "--interval", "10ms", "--iterations", "2"],
+        stdin=child, stdout=child, stderr=child, cwd=ROOT, env=environ)
+    os.close(child)
+    chunks = []
+    while True:
+        try:
+            data = os.read(main, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(main)
+    assert proc.wait(timeout=30) == 0
+    shown = b"".join(chunks).decode()
+    assert shown.count("\x1b[H\x1b[2J") == 2  # redrawn in place, once per refresh
+    assert "\x1b[1m" in shown  # bold headers on a terminal
+    assert "Traceback" not in shown
