@@ -32,6 +32,8 @@ def worker(
         help="Delete finished jobs after an age, e.g. completed=1d,dead=7d.")] = None,
     listen_dsn: Annotated[str | None, typer.Option(
         help="DSN for LISTEN when --dsn goes through a transaction-mode pooler.")] = None,
+    http: Annotated[str | None, typer.Option(
+        help="Serve /healthz, /readyz and /metrics on HOST:PORT.")] = None,
     log_format: Annotated[str | None, typer.Option(
         help="json or console (default: console on a terminal, json otherwise).")] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
@@ -57,7 +59,7 @@ def worker(
         config = venturi.WorkerConfig(
             concurrency=concurrency, kinds=None if wanted is None else tuple(wanted), name=name,
             grace=drain_grace, retention=keep or {}, listen_dsn=listen_dsn,
-            handle_signals=True,
+            http=http, handle_signals=True,
         )
     except venturi.ConfigError as exc:
         fail(str(exc), code=USAGE)

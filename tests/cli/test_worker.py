@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -57,8 +59,12 @@ def test_worker_runs_jobs_logs_json_and_exits_0_after_drain(
     cli: Cli, reap: list[subprocess.Popen[str]]
 ) -> None:
     job = cli.do(lambda q: q.enqueue(Echo(uri="file:///w", words=4)))
+    with socket.socket() as probe:  # a free port for the health endpoint
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
     proc = start_worker(cli, "--concurrency", "3", "--name", "cli-test-w1", "--grace", "5s",
-                        "--kinds", "cli.echo", "--retention", "completed=1d")
+                        "--kinds", "cli.echo", "--retention", "completed=1d",
+                        "--http", f"127.0.0.1:{port}")
     reap.append(proc)
 
     async def registered(q: venturi.Queue) -> bool:
@@ -77,6 +83,9 @@ def test_worker_runs_jobs_logs_json_and_exits_0_after_drain(
     entry = cli.do(lambda q: q.journal(job.id))[-1]
     assert (entry.outcome, entry.note, entry.attachment) == (
         venturi.Outcome.COMPLETED, "echoed file:///w", {"words": 4})
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as response:
+        assert response.status == 200
 
     drained = cli.ok("drain", "--worker", "cli-test-w1", "--wait", "--timeout", "30s")
     assert drained.stdout.strip() == "drained worker cli-test-w1"
@@ -129,6 +138,7 @@ def test_drain_and_worker_option_errors(cli: Cli) -> None:
     assert "--retention completed" in worker("--retention", "completed=soon")
     assert "--grace" in worker("--grace", "x")
     assert "--log-format" in worker("--log-format", "xml")
+    assert "--http" in worker("--http", "nowhere")
     assert "worker name" in worker("--name", "a/b")
     line = one_line_error(cli("worker", "--app", APP, "--kinds", "cli.echo,nope,zzz"))
     assert "--kinds: unknown kinds 'nope', 'zzz'; tests.cli_app_tasks defines" in line
