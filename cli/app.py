@@ -15,7 +15,7 @@ import typer
 import venturi
 
 from . import admin, queries, supervise
-from .session import DsnOption, GlobalOptions, JsonOption, PrefixOption
+from .session import GlobalOptions
 
 app = typer.Typer(
     name="venturi",
@@ -49,12 +49,11 @@ def _global(
     ctx.obj = GlobalOptions(dsn=dsn, prefix=prefix, json=json)
 
 
+supervise.register(app)
 queries.register(app)
 admin.register(app)
-supervise.register(app)
 
-# Re-exported so a command module added later can declare the same options.
-__all__ = ["DsnOption", "JsonOption", "PrefixOption", "app", "main"]
+__all__ = ["app", "main"]
 
 
 def main() -> Any:

@@ -53,9 +53,9 @@ def app_tasks(name: str) -> dict[str, type[venturi.Task]]:
     return tasks
 
 
-def pick(tasks: dict[str, type[venturi.Task]], kind: str, option: str = "kind") -> type[
-        venturi.Task]:
+def pick(tasks: dict[str, type[venturi.Task]], kind: str) -> type[venturi.Task]:
+    """The task for ``kind``, or one line naming the kinds the module does define."""
     try:
         return tasks[kind]
     except KeyError:
-        fail(f"{option}: {venturi.UnknownKind(kind, list(tasks))}")
+        fail(str(venturi.UnknownKind(kind, list(tasks))))

@@ -64,8 +64,11 @@ def stats(
     s = session(ctx, dsn, prefix, json)
     every = params.duration(interval, "--interval")
     if not watch:
-        doc = s.run(lambda q: _snapshot(q))
-        output.emit_json(doc) if s.json else print_stats(doc)
+        doc = s.run(_snapshot)
+        if s.json:
+            output.emit_json(doc)
+        else:
+            print_stats(doc)
         return
 
     clear = sys.stdout.isatty() and not s.json
