@@ -1,63 +1,33 @@
-"""Typer application: global options, error handling, and the commands."""
+"""The ``venturi`` Typer application: global options and the command table.
+
+Commands live in modules by area (queries: read-only; admin: changes to the
+queue; supervise: running and draining workers). ``venturi dev`` is reserved
+for the development server, registered by its own module.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import os
 import sys
-from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 
 import venturi
-from venturi.config import DEFAULT_PREFIX, mask_dsn
 
-T = TypeVar("T")
+from . import admin, queries, supervise
+from .session import GlobalOptions
 
 app = typer.Typer(
     name="venturi",
-    help="venturi: a durable job queue on PostgreSQL. Start, drain and inspect workers.",
+    help="venturi: a durable job queue on PostgreSQL. Start, drain and inspect workers.\n\n"
+    "--dsn, --prefix and --json are accepted before or after the command.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
 
-class Settings:
-    dsn: str | None = None
-    prefix: str = DEFAULT_PREFIX
-    json: bool = False
-
-
-settings = Settings()
-
-
-def fail(message: str, code: int = 1) -> None:
-    """One line on stderr, no traceback."""
-    typer.echo(f"venturi: error: {message}", err=True)
-    raise typer.Exit(code)
-
-
-def run(coro_fn: Callable[[], Awaitable[T]]) -> T:
-    try:
-        return asyncio.run(coro_fn())  # type: ignore[arg-type]
-    except venturi.VenturiError as exc:
-        fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-    except KeyboardInterrupt:
-        raise typer.Exit(130) from None
-    raise AssertionError("unreachable")
-
-
-def require_dsn() -> str:
-    dsn = settings.dsn or os.environ.get("VENTURI_DSN")
-    if not dsn:
-        fail("no database given: pass --dsn or set VENTURI_DSN")
-    assert dsn is not None
-    return dsn
-
-
-def version_callback(value: bool) -> None:
+def _version(value: bool) -> None:
     if value:
         typer.echo(f"venturi {venturi.__version__}")
         raise typer.Exit()
@@ -65,45 +35,30 @@ def version_callback(value: bool) -> None:
 
 @app.callback()
 def _global(
-    dsn: Annotated[str | None, typer.Option(envvar="VENTURI_DSN", help="PostgreSQL DSN.")] = None,
-    prefix: Annotated[str, typer.Option(envvar="VENTURI_PREFIX", help="Table prefix.")] =
-        DEFAULT_PREFIX,
-    json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    version: Annotated[bool, typer.Option("--version", callback=version_callback,
-                                          is_eager=True, help="Print the version.")] = False,
+    ctx: typer.Context,
+    dsn: Annotated[str | None, typer.Option(
+        "--dsn", envvar="VENTURI_DSN", show_envvar=True, help="PostgreSQL DSN.")] = None,
+    prefix: Annotated[str | None, typer.Option(
+        "--prefix", envvar="VENTURI_PREFIX", show_envvar=True,
+        help="Table prefix: one prefix, one queue (default venturi_).")] = None,
+    json: Annotated[bool, typer.Option(
+        "--json", help="One JSON document on stdout (see docs/cli-json.md).")] = False,
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
 ) -> None:
-    settings.dsn = dsn
-    settings.prefix = prefix
-    settings.json = json
+    ctx.obj = GlobalOptions(dsn=dsn, prefix=prefix, json=json)
 
 
-@app.command()
-def migrate(
-    dsn: Annotated[str | None, typer.Option(help="PostgreSQL DSN.")] = None,
-    prefix: Annotated[str | None, typer.Option(help="Table prefix.")] = None,
-) -> None:
-    """Apply schema migrations (prints what it applied; nothing the second time)."""
-    if dsn:
-        settings.dsn = dsn
-    if prefix:
-        settings.prefix = prefix
-    target = require_dsn()
+supervise.register(app)
+queries.register(app)
+admin.register(app)
 
-    async def go() -> list[str]:
-        async with venturi.Queue.connect(target, prefix=settings.prefix, max_size=2) as q:
-            return await q.migrate()
-
-    applied = run(go)
-    if applied:
-        for name in applied:
-            typer.echo(f"applied {name}")
-    else:
-        typer.echo(f"schema is up to date (prefix {settings.prefix}, {mask_dsn(target)})")
+__all__ = ["app", "main"]
 
 
 def main() -> Any:
     """Console-script entry point."""
     try:
         return app()
-    except KeyboardInterrupt:  # pragma: no cover
+    except KeyboardInterrupt:  # pragma: no cover - Ctrl-C outside a command's event loop
         sys.exit(130)

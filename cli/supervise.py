@@ -1,0 +1,148 @@
+"""Running workers: ``venturi worker`` starts one, ``venturi drain`` stops them."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Annotated, Any
+
+import structlog
+import typer
+
+import venturi
+import venturi.logs
+
+from . import loader, output, params
+from .admin import AppOption
+from .session import USAGE, DsnOption, JsonOption, PrefixOption, fail, run_async, session
+
+
+def worker(
+    ctx: typer.Context,
+    app: AppOption,
+    kinds: Annotated[str | None, typer.Option(
+        help="Comma-separated subset of the module's kinds (default: all of them).")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, max=10_000,
+                                             help="Jobs run at once.")] = 10,
+    name: Annotated[str | None, typer.Option(
+        help="Worker name (default HOST:PID). A fixed name lets a restarted worker take "
+             "back its own claims at once.")] = None,
+    grace: Annotated[str, typer.Option(help="How long a drain waits for running jobs.")] = "30s",
+    retention: Annotated[str | None, typer.Option(
+        help="Delete finished jobs after an age, e.g. completed=1d,dead=7d.")] = None,
+    listen_dsn: Annotated[str | None, typer.Option(
+        help="DSN for LISTEN when --dsn goes through a transaction-mode pooler.")] = None,
+    http: Annotated[str | None, typer.Option(
+        help="Serve /healthz, /readyz and /metrics on HOST:PORT.")] = None,
+    log_format: Annotated[str | None, typer.Option(
+        help="json or console (default: console on a terminal, json otherwise).")] = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    dsn: DsnOption = None, prefix: PrefixOption = None,
+) -> None:
+    """Run a worker for the tasks of --app until drained (SIGTERM, `venturi drain`)."""
+    s = session(ctx, dsn, prefix)
+    wanted = params.kinds(kinds)
+    drain_grace = params.duration(grace, "--grace")
+    keep = params.retention(retention)
+    if log_format not in (None, "json", "console"):
+        fail(f"--log-format: {log_format!r} is not json or console", code=USAGE)
+    if log_level.lower() not in ("debug", "info", "warning", "error"):
+        fail(f"--log-level: {log_level!r} is not debug, info, warning or error", code=USAGE)
+    target = s.require_dsn()
+    tasks = loader.app_tasks(app)
+    unknown = [k for k in wanted or [] if k not in tasks]
+    if unknown:
+        fail(f"--kinds: unknown kind{'s' if len(unknown) > 1 else ''} "
+             f"{', '.join(map(repr, unknown))}; {app} defines: {', '.join(tasks)}")
+
+    try:
+        config = venturi.WorkerConfig(
+            concurrency=concurrency, kinds=None if wanted is None else tuple(wanted), name=name,
+            grace=drain_grace, retention=keep or {}, listen_dsn=listen_dsn,
+            http=http, handle_signals=True,
+        )
+    except venturi.ConfigError as exc:
+        fail(str(exc), code=USAGE)
+    fmt: venturi.logs.LogFormat = "json" if log_format == "json" else (
+        "console" if log_format == "console" else "auto")
+    venturi.logs.configure(fmt, log_level)
+
+    async def go() -> int:
+        async with venturi.Queue.connect(target, prefix=s.prefix, listen_dsn=listen_dsn) as q:
+            w = venturi.Worker(q, list(tasks.values()), config=config)
+            await w.run()
+            return w.exit_code or 0
+
+    try:
+        code = run_async(go, dsn=target)
+    finally:
+        structlog.reset_defaults()  # CliRunner tests run many commands in one process
+    raise typer.Exit(code)
+
+
+def drain(
+    ctx: typer.Context,
+    worker_name: Annotated[str | None, typer.Option(
+        "--worker", help="Drain only the worker with this name.")] = None,
+    all_workers: Annotated[bool, typer.Option("--all", help="Drain every worker.")] = False,
+    grace: Annotated[str | None, typer.Option(
+        help="Override the workers' own grace period (e.g. 30s).")] = None,
+    wait: Annotated[bool, typer.Option(
+        "--wait", help="Wait until the drained workers have exited.")] = False,
+    timeout: Annotated[str, typer.Option(
+        help="With --wait: give up (exit 1) after this long.")] = "5m",
+    dsn: DsnOption = None, prefix: PrefixOption = None, json: JsonOption = False,
+) -> None:
+    """Ask running workers to stop claiming, finish (or release) their jobs, and exit."""
+    s = session(ctx, dsn, prefix, json)
+    if (worker_name is None) == (not all_workers):
+        fail("give --worker NAME or --all (one of the two)", code=USAGE)
+    override = params.optional_duration(grace, "--grace")
+    limit = params.duration(timeout, "--timeout")
+    message: dict[str, Any] = {
+        "op": "drain",
+        "worker": worker_name,
+        "grace": None if override is None else override.total_seconds(),
+    }
+
+    async def go(queue: venturi.Queue) -> list[venturi.WorkerInfo]:
+        live = await queue.workers()
+        if worker_name is not None and worker_name not in {w.name for w in live}:
+            names = ", ".join(sorted(w.name for w in live)) or "none"
+            fail(f"--worker: no worker named {worker_name!r} in queue {s.prefix} "
+                 f"(registered: {names})")
+        targets = [w for w in live if worker_name is None or w.name == worker_name]
+        await queue.store.notify_control(message)
+        if wait:
+            await _wait_gone(queue, targets, limit)
+        return targets
+
+    targets = s.run(go)
+    if s.json:
+        output.emit_json({"sent": message, "workers": [w.name for w in targets],
+                          "exited": wait})
+        return
+    who = f"worker {worker_name}" if worker_name is not None else (
+        f"all workers ({len(targets)} registered)")
+    typer.echo(f"{'drained' if wait else 'asked to drain:'} {who}")
+
+
+async def _wait_gone(queue: venturi.Queue, targets: list[venturi.WorkerInfo],
+                     limit: timedelta) -> None:
+    """Poll the workers table until every target boot has deregistered (a worker
+    removes its row on a clean exit; a crashed one leaves it, hence the limit)."""
+    waiting = {(w.name, w.boot_id) for w in targets}
+    deadline = asyncio.get_running_loop().time() + limit.total_seconds()
+    while True:
+        left = [w for w in await queue.workers() if (w.name, w.boot_id) in waiting]
+        if not left:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            fail(f"--wait: {len(left)} worker(s) still registered after {output.span(limit)}: "
+                 f"{', '.join(sorted(w.name for w in left))}")
+        await asyncio.sleep(0.2)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(worker)
+    app.command()(drain)
