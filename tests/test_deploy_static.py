@@ -118,20 +118,16 @@ def _check_command(command: list[str]) -> None:
             f"`venturi {subcommand}` has no {option}"
 
 
-WORKER_CLI_PENDING = pytest.mark.xfail(strict=True, reason="worker CLI lands with the worker")
-
-
 @pytest.mark.parametrize("service", [
     "migrate",
     "demo",
-    pytest.param("worker", marks=WORKER_CLI_PENDING),
+    "worker",
 ])
 def test_compose_commands_are_real_venturi_commands(compose: dict[str, Any],
                                                     service: str) -> None:
     _check_command(services(compose)[service]["command"])
 
 
-@WORKER_CLI_PENDING
 def test_dockerfile_default_command_is_a_real_venturi_command() -> None:
     _check_command(_json_instruction(final_stage(dockerfile()), "CMD"))
 
