@@ -166,10 +166,11 @@ class PostgresStore(Store):
                 statement_cache_size=0 if pooler else 256,
                 max_inactive_connection_lifetime=60.0,
             )
+        except (ValueError, TypeError, asyncpg.ClientConfigurationError) as exc:
+            # Before the transient errors: ClientConfigurationError is an InterfaceError.
+            raise ConfigError(f"invalid DSN {mask_dsn(dsn)}: {_line(exc)}") from None
         except (asyncpg.PostgresError, *_TRANSIENT_ERRORS) as exc:  # type: ignore[misc]
             raise translate(exc, prefix, dsn) from None
-        except (ValueError, TypeError, asyncpg.ClientConfigurationError) as exc:
-            raise ConfigError(f"invalid DSN {mask_dsn(dsn)}: {_line(exc)}") from None
         return cls(pool, prefix=prefix, dsn=dsn, listen_dsn=listen_dsn, clock=clock,
                    owns_pool=True)
 

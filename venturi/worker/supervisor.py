@@ -253,9 +253,12 @@ class Worker:
             if self.exit_code is None:
                 self.exit_code = 0
         finally:
+            started = self.health.alive
             self.health.alive = False
             stopped.set()
-            log.info("worker_stopped", worker=self.name, exit_code=self.exit_code, **self._stats)
+            if started:
+                log.info("worker_stopped", worker=self.name, exit_code=self.exit_code,
+                         **self._stats)
 
     async def _boot(self, stack: AsyncExitStack) -> IdentityLock:
         """Rule 9: take the name's lock, then recover our earlier boot's claims."""
