@@ -250,6 +250,13 @@ class ClaimRequest:
     reserve_normal: int = 0
     reserve_low: int = 0
 
+    def reservations(self) -> tuple[int, int]:
+        """(low, normal) slots actually reserved: never more than ``limit`` together,
+        low first (it is the tier most easily starved)."""
+        low = min(max(self.reserve_low, 0), max(self.limit, 0))
+        normal = min(max(self.reserve_normal, 0), max(self.limit, 0) - low)
+        return low, normal
+
 
 @dataclass(frozen=True, slots=True)
 class Recovered:

@@ -222,11 +222,10 @@ class MemoryStore(Store):
         if request.limit <= 0 or not request.leases:
             return []
         now = self._now()
+        low, normal = request.reservations()
         picked: list[JobRecord] = []
-        picked.extend(self._runnable(request.leases, now, 2)[: min(request.reserve_low,
-                                                                      request.limit)])
-        picked.extend(self._runnable(request.leases, now, 1)[: min(request.reserve_normal,
-                                                                      request.limit)])
+        picked.extend(self._runnable(request.leases, now, 2)[:low])
+        picked.extend(self._runnable(request.leases, now, 1)[:normal])
         taken = {j.id for j in picked}
         room = max(request.limit - len(picked), 0)
         picked.extend([j for j in self._runnable(request.leases, now) if j.id not in taken][:room])

@@ -324,9 +324,9 @@ class PostgresStore(Store):
         if request.limit <= 0 or not request.leases:
             return []
         kinds = list(request.leases)
+        low, normal = request.reservations()
         rows = await self._fetch(
-            "claim", kinds, [request.leases[k] for k in kinds], request.limit,
-            min(request.reserve_normal, request.limit), min(request.reserve_low, request.limit),
+            "claim", kinds, [request.leases[k] for k in kinds], request.limit, normal, low,
             request.claimed_by,
         )
         return [_record(r) for r in rows]
