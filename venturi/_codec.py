@@ -42,6 +42,11 @@ def dumps(value: Any) -> str:
     return raw.decode()
 
 
+def json_has_nul(text: str) -> bool:
+    """Whether JSON text holds a NUL character, raw or escaped (jsonb refuses both)."""
+    return "\x00" in text or ("\\u0000" in text and _NUL.search(text.encode()) is not None)
+
+
 def check_size(text: str, limit: int) -> None:
     if len(text) > limit and len(text.encode()) > limit:
         raise InvalidJob(

@@ -47,6 +47,7 @@ from .base import (
     Status,
     Store,
     WorkerInfo,
+    check_new_jobs,
     job_notice,
 )
 
@@ -126,10 +127,8 @@ class MemoryStore(Store):
     ) -> list[Enqueued]:
         if conn is not None:
             raise ConfigError("MemoryStore cannot join a caller's connection (conn=)")
+        check_new_jobs(jobs)
         now = self._now()
-        for job in jobs:
-            if not 0 <= job.priority <= 2:
-                raise ConfigError(f"priority {job.priority} is out of range 0..2")
         # Work on a copy so a failure half-way leaves nothing behind (atomic batch).
         saved_jobs, saved_journal = dict(self._jobs), {k: list(v) for k, v in self._journal.items()}
         results: list[Enqueued] = []
@@ -361,6 +360,7 @@ class MemoryStore(Store):
         )
 
     async def seed_periodic(self, jobs: Sequence[NewJob]) -> int:
+        check_new_jobs(jobs)
         now = self._now()
         n = 0
         for job in jobs:

@@ -52,6 +52,7 @@ from .base import (
     Status,
     Store,
     WorkerInfo,
+    check_new_jobs,
 )
 
 ALL_STATUSES = [s.value for s in Status]
@@ -71,6 +72,9 @@ _TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
 def translate(exc: BaseException, prefix: str, dsn: str | None = None) -> BaseException:
     """Map a driver exception to venturi's tree (one line, no secrets)."""
     where = f" ({mask_dsn(dsn)})" if dsn else ""
+    if isinstance(exc, asyncpg.DataError):
+        # A value the driver cannot encode: the caller's input, never transient.
+        return DatabaseError(f"invalid query argument: {_line(exc)}")
     if isinstance(exc, asyncpg.UndefinedTableError):
         return SchemaMissing(prefix)
     if isinstance(
@@ -240,6 +244,7 @@ class PostgresStore(Store):
     ) -> list[Enqueued]:
         if not jobs:
             return []
+        check_new_jobs(jobs)
         if all(j.dedup_key is None for j in jobs):
             await self._insert(jobs, conn)
             return [Enqueued(j.id, False) for j in jobs]
@@ -385,6 +390,7 @@ class PostgresStore(Store):
     async def seed_periodic(self, jobs: Sequence[NewJob]) -> int:
         if not jobs:
             return 0
+        check_new_jobs(jobs)
         n: int = await self._val(
             "seed_periodic", [j.id for j in jobs], [j.kind for j in jobs],
             [j.payload for j in jobs], [j.priority for j in jobs], [j.at for j in jobs],
