@@ -167,7 +167,7 @@ async def test_bad_schedule_options_are_invalid_job(queue: Queue, clock: ManualC
     with pytest.raises(InvalidJob, match="delay"):
         await queue.enqueue(Embed(uri="x"), delay=-S)
     with pytest.raises(InvalidJob, match="timezone"):
-        await queue.enqueue(Embed(uri="x"), at=dt.datetime(2030, 1, 1))  # noqa: DTZ001
+        await queue.enqueue(Embed(uri="x"), at=dt.datetime(2030, 1, 1))
     assert await queue.count() == 0
 
 
