@@ -104,12 +104,33 @@ async def test_enqueue_uses_nothing_configured_on_the_callers_connection(
 ) -> None:
     conn = await asyncpg.connect(pg_dsn)
     try:
-        # A caller with its own JSON codec still works: payloads are bound as text.
+        # A caller with its own JSON codec and another search_path still works:
+        # payloads are bound as text, tables are schema-qualified.
         await conn.set_type_codec("jsonb", encoder=lambda v: v, decoder=lambda v: "decoded",
                                   schema="pg_catalog")
+        await conn.execute("SET search_path TO pg_catalog")
         job = await pg_queue.enqueue(Embed(uri="file:///c"), conn=conn)
         await pg_queue.enqueue_many([Embed(uri="x"), Refresh(uri="y")], conn=conn)
     finally:
         await conn.close()
     row = await pg_queue.job(job.id)
     assert row is not None and row.payload == {"uri": "file:///c", "model": "small"}
+
+
+async def test_enqueue_joins_a_manually_started_transaction(
+    pg_queue: Queue, pg_dsn: str
+) -> None:
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        for finish in ("ROLLBACK", "COMMIT"):
+            await conn.execute("BEGIN")
+            first = await pg_queue.enqueue(Refresh(uri="manual"), conn=conn)
+            again = await pg_queue.enqueue(Refresh(uri="manual"), conn=conn)
+            ids = await pg_queue.enqueue_many([Embed(uri="m"), Refresh(uri="manual")], conn=conn)
+            assert again.id == first.id == ids[1] and again.merged
+            await conn.execute(finish)
+            assert not conn.is_in_transaction()
+    finally:
+        await conn.close()
+    assert await pg_queue.count() == 2
+    assert await pg_queue.job(first.id) is not None

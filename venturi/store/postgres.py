@@ -120,6 +120,26 @@ def _record(r: Any) -> JobRecord:
     )
 
 
+@contextlib.asynccontextmanager
+async def _atomic(c: Any, savepoint: str) -> AsyncIterator[None]:
+    """All or nothing on ``c``: our own transaction, or a savepoint inside the
+    caller's however it began (asyncpg's ``transaction()`` refuses to nest in
+    one opened with a plain ``BEGIN``, and ``conn=`` may be any connection)."""
+    if not c.is_in_transaction():
+        async with c.transaction():
+            yield
+        return
+    await c.execute(f"SAVEPOINT {savepoint}")
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await c.execute(f"ROLLBACK TO SAVEPOINT {savepoint}")
+            await c.execute(f"RELEASE SAVEPOINT {savepoint}")
+        raise
+    await c.execute(f"RELEASE SAVEPOINT {savepoint}")
+
+
 def dedup_lock_key(prefix: str, kind: str, key: str) -> str:
     return f"{prefix}\x1f{kind}\x1f{key}"
 
@@ -136,13 +156,15 @@ class PostgresStore(Store):
         listen_dsn: str | None = None,
         clock: Clock | None = None,
         owns_pool: bool = False,
+        schema: str | None = None,
     ) -> None:
         self.prefix = validate_prefix(prefix)
         self.pool = pool
         self.dsn = dsn
         self.listen_dsn = listen_dsn or dsn
         self.clock = clock or DatabaseClock()
-        self._q = _sql.queries(self.prefix)
+        self.schema = schema
+        self._q = _sql.queries(self.prefix, schema)
         self._owns_pool = owns_pool
 
     @classmethod
@@ -175,8 +197,15 @@ class PostgresStore(Store):
             raise ConfigError(f"invalid DSN {mask_dsn(dsn)}: {_line(exc)}") from None
         except (asyncpg.PostgresError, *_TRANSIENT_ERRORS) as exc:  # type: ignore[misc]
             raise translate(exc, prefix, dsn) from None
+        try:
+            # Where migrate creates the tables; statements name it explicitly (DESIGN §5).
+            with _translated(prefix, dsn):
+                schema: str | None = await pool.fetchval("SELECT current_schema()")
+        except BaseException:
+            pool.terminate()
+            raise
         return cls(pool, prefix=prefix, dsn=dsn, listen_dsn=listen_dsn, clock=clock,
-                   owns_pool=True)
+                   owns_pool=True, schema=schema)
 
     async def close(self) -> None:
         if self._owns_pool:
@@ -248,7 +277,7 @@ class PostgresStore(Store):
         if all(j.dedup_key is None for j in jobs):
             await self._insert(jobs, conn)
             return [Enqueued(j.id, False) for j in jobs]
-        async with self._conn(conn) as c, c.transaction():
+        async with self._conn(conn) as c, _atomic(c, "venturi_enqueue"):
             return await self._enqueue_dedup(c, jobs, merge)
 
     async def _insert(self, jobs: Sequence[NewJob], conn: Any) -> None:
@@ -296,7 +325,7 @@ class PostgresStore(Store):
         if update is not None:
             try:
                 # A savepoint: a failed merge leaves the plain insert open.
-                async with c.transaction():
+                async with _atomic(c, "venturi_merge"):
                     sql, params = self._args(
                         "merge_into", row[0], update.payload, update.priority,
                         update.set_carry, update.carry, job.at, job.delay, None,
