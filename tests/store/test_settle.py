@@ -207,3 +207,16 @@ async def test_retry_and_pause_keep_the_periodic_row(store: Store) -> None:
                                                    successor=(next_id, claimed.created_at)))
         assert await store.job(next_id) is None
         assert (await job(store, claimed.id)).status is Status.PENDING
+
+
+async def test_redrive_keeps_one_live_periodic_occurrence(store: Store) -> None:
+    dead = []
+    for _ in range(2):
+        await store.seed_periodic([_tick()])
+        claimed = await claim_one(store, "tick")
+        assert await store.settle("w/1", settlement(claimed, Action.KILL))
+        dead.append(claimed.id)
+    assert await store.retry(kind="tick") == 1
+    assert await store.retry(ids=dead) == 0  # one occurrence is live again
+    statuses = sorted([(await job(store, id)).status for id in dead])
+    assert statuses == [Status.DEAD, Status.PENDING]
