@@ -220,3 +220,19 @@ async def test_redrive_keeps_one_live_periodic_occurrence(store: Store) -> None:
     assert await store.retry(ids=dead) == 0  # one occurrence is live again
     statuses = sorted([(await job(store, id)).status for id in dead])
     assert statuses == [Status.DEAD, Status.PENDING]
+
+
+async def test_seed_periodic_with_one_kind_twice_in_a_batch_inserts_one(store: Store) -> None:
+    assert await store.seed_periodic([_tick(), _tick(), new_job("tock", periodic=True)]) == 2
+
+
+async def test_a_job_settled_twice_in_one_batch_applies_once(store: Store) -> None:
+    (j,) = await add(store, new_job(max_failures=5))
+    claimed = await claim_one(store)
+    results = await store.settle_many("w/1", [
+        settlement(claimed, Action.FAIL, note="first"),
+        settlement(claimed, Action.COMPLETE, note="second"),
+    ])
+    assert [(r.applied, r.outcome) for r in results] == [(True, Outcome.RETRIED), (False, None)]
+    assert [(e.outcome, e.note) for e in await store.journal(j.id)] == [
+        (Outcome.RETRIED, "first")]

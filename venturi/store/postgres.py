@@ -370,7 +370,12 @@ class PostgresStore(Store):
     ) -> list[Settled]:
         if not settlements:
             return []
-        s = settlements
+        # One UPDATE changes a row once: send only the first settlement of each job
+        # (a later one finds it settled, as it would in a later round trip).
+        firsts: dict[UUID, Settlement] = {}
+        for x in settlements:
+            firsts.setdefault(x.id, x)
+        s = list(firsts.values())
         rows = await self._fetch(
             "settle_many", claimed_by,
             [x.id for x in s], [x.run_no for x in s], [x.action.value for x in s],
@@ -381,8 +386,8 @@ class PostgresStore(Store):
         )
         applied = {r[0]: (Status(r[1]), Outcome(r[2])) for r in rows}
         out = []
-        for x in s:
-            hit = applied.get(x.id)
+        for x in settlements:
+            hit = applied.pop(x.id, None) if firsts.get(x.id) is x else None
             out.append(Settled(x.id, hit is not None, *(hit or (None, None))))
         return out
 
