@@ -118,7 +118,7 @@ def queue(store: Store) -> Queue:
 async def wait_for(
     condition: Callable[[], Awaitable[bool]] | Callable[[], bool],
     *,
-    timeout: float = 10.0,  # noqa: ASYNC109 - a polling deadline, not a cancel scope
+    timeout: float = 10.0,
     interval: float = 0.01,
     what: str = "condition",
 ) -> None:

@@ -43,6 +43,8 @@ PUBLIC = [
     "UnknownKind",
     "VenturiError",
     "With",
+    "Worker",
+    "WorkerConfig",
     "WorkerInfo",
     "__version__",
 ]
