@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+import venturi
 from tests.helpers import add, claim_one, new_job, settlement
 from tests.tasks import Embed, Refresh, Summarize, Urgent
 from venturi import Enqueued, InvalidJob, ManualClock, Outcome, Priority, Queue, Status
@@ -191,3 +192,46 @@ async def test_dedup_candidate_and_merge_into(store: Store, clock: ManualClock) 
     assert len(await store.journal(old.id)) == 1
     assert await store.dedup_candidate("k", "d") is None
     assert await store.journal(unkeyed.id) == []
+
+
+class Sloppy(venturi.Task, kind="test.sloppy-merge"):
+    """Returns a With(...) of another task type: a bug the queue must refuse."""
+
+    uri: str
+
+    def dedup_key(self) -> str | None:
+        return self.uri
+
+    def merge(self, pending: Sloppy, carry: Any) -> venturi.Merge:
+        return venturi.With(Embed(uri=self.uri))
+
+    async def run(self, ctx: venturi.Context) -> None:
+        return None
+
+
+async def test_a_merge_returning_another_task_type_is_refused(queue: Queue) -> None:
+    first = await queue.enqueue(Sloppy(uri="u"))
+    with pytest.raises(InvalidJob, match="same kind"):
+        await queue.enqueue(Sloppy(uri="u"))
+    with pytest.raises(InvalidJob):
+        await queue.enqueue_many([Embed(uri="x"), Sloppy(uri="u")])
+    assert await queue.count() == 1 and await queue.journal(first.id) == []
+
+
+async def test_a_pending_job_that_no_longer_decodes_is_not_merged(
+    queue: Queue, store: Store
+) -> None:
+    (stale,) = await add(store, new_job("test.refresh", dedup_key="u", payload={"gone": 1}))
+    res = await queue.enqueue(Refresh(uri="u"))
+    assert not res.merged and res.id != stale.id
+    assert await store.journal(stale.id) == []
+
+
+async def test_oversized_payload_is_invalid_job(store: Store) -> None:
+    small = Queue(store, max_payload_bytes=100)
+    with pytest.raises(InvalidJob, match="100-byte limit"):
+        await small.enqueue(Embed(uri="x" * 200))
+    with pytest.raises(InvalidJob) as info:
+        await small.enqueue_many([Embed(uri="ok"), Embed(uri="é" * 60)])
+    assert info.value.index == 1
+    assert await small.count() == 0

@@ -134,3 +134,16 @@ async def test_enqueue_joins_a_manually_started_transaction(
         await conn.close()
     assert await pg_queue.count() == 2
     assert await pg_queue.job(first.id) is not None
+
+
+async def test_cancel_in_callers_transaction_follows_it(pg_queue: Queue, pg_dsn: str) -> None:
+    await pg_queue.enqueue_many([Embed(uri="file:///c/1"), Embed(uri="file:///c/2")])
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        for finish, left in (("ROLLBACK", 2), ("COMMIT", 0)):
+            await conn.execute("BEGIN")
+            assert await pg_queue.cancel(subject="file:///c", conn=conn) == 2
+            await conn.execute(finish)
+            assert await pg_queue.count(subject="file:///c") == left
+    finally:
+        await conn.close()

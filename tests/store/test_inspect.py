@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.helpers import add, claim_one, new_job, settlement
+from tests.helpers import add, claim_one, new_job, request, settlement
 from tests.tasks import Embed, Summarize
 from venturi import ManualClock, Outcome, Queue, Status
 from venturi.store.base import Action, Store
@@ -239,3 +239,26 @@ async def test_cleanup_removes_only_old_terminal_jobs(
     assert len(await queue.journal(new_done.id)) == 1
     with pytest.raises(ValueError):
         await queue.cleanup(finished_before=clock.now(), status="pending")
+
+
+async def test_cancel_notices_are_chunked_by_100_ids(queue: Queue, store: Store) -> None:
+    await add(store, *[new_job("bulk", subject=f"s://x/{n}") for n in range(150)])
+    async with store.listen() as listener:
+        claimed = await store.claim(request("bulk", limit=150))
+        assert await queue.cancel(subject="s://x") == 150
+        notices: list[Any] = []
+        while sum(len(n["ids"]) for n in notices) < 150:
+            channel, payload = await asyncio.wait_for(listener.receive(), timeout=10)
+            if channel == "control":
+                notices.append(orjson.loads(payload))
+    assert sorted(len(n["ids"]) for n in notices) == [50, 100]
+    assert {i for n in notices for i in n["ids"]} == {str(j.id) for j in claimed}
+
+
+async def test_ids_that_are_not_uuids_are_refused(queue: Queue) -> None:
+    from venturi import InvalidJobId
+
+    for call in (queue.job("nope"), queue.journal("nope"), queue.cancel(ids=["nope"]),
+                 queue.retry(ids=["nope"]), queue.history(before="nope")):
+        with pytest.raises(InvalidJobId):
+            await call
