@@ -42,8 +42,14 @@ def dumps(value: Any) -> str:
     return raw.decode()
 
 
+def json_has_nul(text: str) -> bool:
+    """Whether JSON text holds a NUL character, raw or escaped (jsonb refuses both)."""
+    return "\x00" in text or ("\\u0000" in text and _NUL.search(text.encode()) is not None)
+
+
 def check_size(text: str, limit: int) -> None:
-    if len(text) > limit and len(text.encode()) > limit:
+    # A character is at most 4 UTF-8 bytes: only text that might be over is encoded.
+    if len(text) * 4 > limit and len(text.encode()) > limit:
         raise InvalidJob(
             f"payload is {len(text.encode())} bytes, over the {limit}-byte limit "
             "(store large data elsewhere and enqueue a reference to it)"

@@ -34,13 +34,25 @@ class Query:
         self.uses_now = uses_now
 
 
+# Table references (not channel names, which sit inside quotes).
+_TABLE = re.compile(r"(?<!')\{prefix\}(jobs|journal|workers|migrations)\b")
+
+
+def quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
 @cache
-def queries(prefix: str) -> dict[str, Query]:
-    """The store's statements for ``prefix``; the prefix is the only splice."""
+def queries(prefix: str, schema: str | None = None) -> dict[str, Query]:
+    """The store's statements for ``prefix``; the prefix is the only splice besides
+    ``schema``, the quoted schema that qualifies every table, so a caller's
+    connection (``conn=``) works whatever its ``search_path``."""
     validate_prefix(prefix)
+    qualified = prefix if schema is None else f"{quote_ident(schema)}.{prefix}"
     out: dict[str, Query] = {}
     for name, body in _raw_blocks("venturi.store", "postgres.sql").items():
         uses_now = "{now}" in body
+        body = _TABLE.sub(lambda m: f"{qualified}{m.group(1)}", body)
         sql = body.replace("{prefix}", prefix).replace("{now}", NOW_PARAM)
         out[name] = Query(name, sql, uses_now)
     return out

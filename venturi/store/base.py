@@ -24,6 +24,9 @@ from enum import StrEnum
 from typing import Any, Protocol
 from uuid import UUID
 
+from .._codec import json_has_nul
+from ..errors import InvalidJob
+
 UTC = dt.UTC
 
 
@@ -156,6 +159,38 @@ class NewJob:
     periodic: bool = False
 
 
+def check_new_jobs(jobs: Sequence[NewJob]) -> None:
+    """Refuse, before anything is written, a job the schema would refuse, so both
+    stores fail alike: ``InvalidJob`` naming the offending index in a batch."""
+    for index, job in enumerate(jobs):
+        problem = _new_job_problem(job)
+        if problem is not None:
+            raise InvalidJob(problem, index=index if len(jobs) > 1 else None)
+
+
+def _new_job_problem(job: NewJob) -> str | None:
+    if isinstance(job.priority, bool) or job.priority not in (0, 1, 2):
+        return f"priority {job.priority!r} is out of range: use 0 (high), 1 (normal) or 2 (low)"
+    if isinstance(job.max_failures, bool) or not (
+            isinstance(job.max_failures, int) and job.max_failures >= 1):
+        return f"max_failures {job.max_failures!r} must be an int >= 1"
+    for name in ("payload", "carry"):
+        value = getattr(job, name)
+        if value is not None and json_has_nul(value):
+            return f"{name} contains a NUL character, which jsonb cannot store"
+    for name in ("kind", "subject", "dedup_key"):
+        value = getattr(job, name)
+        if value is None:
+            continue
+        if "\x00" in value:
+            return f"{name} contains a NUL character"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{name} is not valid UTF-8 (lone surrogate)"
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class MergeUpdate:
     """What a dedup hit writes into the pending candidate.
@@ -249,6 +284,13 @@ class ClaimRequest:
     limit: int
     reserve_normal: int = 0
     reserve_low: int = 0
+
+    def reservations(self) -> tuple[int, int]:
+        """(low, normal) slots actually reserved: never more than ``limit`` together,
+        low first (it is the tier most easily starved)."""
+        low = min(max(self.reserve_low, 0), max(self.limit, 0))
+        normal = min(max(self.reserve_normal, 0), max(self.limit, 0) - low)
+        return low, normal
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,7 @@ from .base import (
     Status,
     Store,
     WorkerInfo,
+    check_new_jobs,
     job_notice,
 )
 
@@ -126,10 +127,8 @@ class MemoryStore(Store):
     ) -> list[Enqueued]:
         if conn is not None:
             raise ConfigError("MemoryStore cannot join a caller's connection (conn=)")
+        check_new_jobs(jobs)
         now = self._now()
-        for job in jobs:
-            if not 0 <= job.priority <= 2:
-                raise ConfigError(f"priority {job.priority} is out of range 0..2")
         # Work on a copy so a failure half-way leaves nothing behind (atomic batch).
         saved_jobs, saved_journal = dict(self._jobs), {k: list(v) for k, v in self._journal.items()}
         results: list[Enqueued] = []
@@ -222,11 +221,10 @@ class MemoryStore(Store):
         if request.limit <= 0 or not request.leases:
             return []
         now = self._now()
+        low, normal = request.reservations()
         picked: list[JobRecord] = []
-        picked.extend(self._runnable(request.leases, now, 2)[: min(request.reserve_low,
-                                                                      request.limit)])
-        picked.extend(self._runnable(request.leases, now, 1)[: min(request.reserve_normal,
-                                                                      request.limit)])
+        picked.extend(self._runnable(request.leases, now, 2)[:low])
+        picked.extend(self._runnable(request.leases, now, 1)[:normal])
         taken = {j.id for j in picked}
         room = max(request.limit - len(picked), 0)
         picked.extend([j for j in self._runnable(request.leases, now) if j.id not in taken][:room])
@@ -362,6 +360,7 @@ class MemoryStore(Store):
         )
 
     async def seed_periodic(self, jobs: Sequence[NewJob]) -> int:
+        check_new_jobs(jobs)
         now = self._now()
         n = 0
         for job in jobs:

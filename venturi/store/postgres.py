@@ -52,6 +52,7 @@ from .base import (
     Status,
     Store,
     WorkerInfo,
+    check_new_jobs,
 )
 
 ALL_STATUSES = [s.value for s in Status]
@@ -71,6 +72,9 @@ _TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
 def translate(exc: BaseException, prefix: str, dsn: str | None = None) -> BaseException:
     """Map a driver exception to venturi's tree (one line, no secrets)."""
     where = f" ({mask_dsn(dsn)})" if dsn else ""
+    if isinstance(exc, asyncpg.DataError):
+        # A value the driver cannot encode: the caller's input, never transient.
+        return DatabaseError(f"invalid query argument: {_line(exc)}")
     if isinstance(exc, asyncpg.UndefinedTableError):
         return SchemaMissing(prefix)
     if isinstance(
@@ -116,6 +120,26 @@ def _record(r: Any) -> JobRecord:
     )
 
 
+@contextlib.asynccontextmanager
+async def _atomic(c: Any, savepoint: str) -> AsyncIterator[None]:
+    """All or nothing on ``c``: our own transaction, or a savepoint inside the
+    caller's however it began (asyncpg's ``transaction()`` refuses to nest in
+    one opened with a plain ``BEGIN``, and ``conn=`` may be any connection)."""
+    if not c.is_in_transaction():
+        async with c.transaction():
+            yield
+        return
+    await c.execute(f"SAVEPOINT {savepoint}")
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await c.execute(f"ROLLBACK TO SAVEPOINT {savepoint}")
+            await c.execute(f"RELEASE SAVEPOINT {savepoint}")
+        raise
+    await c.execute(f"RELEASE SAVEPOINT {savepoint}")
+
+
 def dedup_lock_key(prefix: str, kind: str, key: str) -> str:
     return f"{prefix}\x1f{kind}\x1f{key}"
 
@@ -132,13 +156,15 @@ class PostgresStore(Store):
         listen_dsn: str | None = None,
         clock: Clock | None = None,
         owns_pool: bool = False,
+        schema: str | None = None,
     ) -> None:
         self.prefix = validate_prefix(prefix)
         self.pool = pool
         self.dsn = dsn
         self.listen_dsn = listen_dsn or dsn
         self.clock = clock or DatabaseClock()
-        self._q = _sql.queries(self.prefix)
+        self.schema = schema
+        self._q = _sql.queries(self.prefix, schema)
         self._owns_pool = owns_pool
 
     @classmethod
@@ -171,8 +197,15 @@ class PostgresStore(Store):
             raise ConfigError(f"invalid DSN {mask_dsn(dsn)}: {_line(exc)}") from None
         except (asyncpg.PostgresError, *_TRANSIENT_ERRORS) as exc:  # type: ignore[misc]
             raise translate(exc, prefix, dsn) from None
+        try:
+            # Where migrate creates the tables; statements name it explicitly (DESIGN §5).
+            with _translated(prefix, dsn):
+                schema: str | None = await pool.fetchval("SELECT current_schema()")
+        except BaseException:
+            pool.terminate()
+            raise
         return cls(pool, prefix=prefix, dsn=dsn, listen_dsn=listen_dsn, clock=clock,
-                   owns_pool=True)
+                   owns_pool=True, schema=schema)
 
     async def close(self) -> None:
         if self._owns_pool:
@@ -240,10 +273,11 @@ class PostgresStore(Store):
     ) -> list[Enqueued]:
         if not jobs:
             return []
+        check_new_jobs(jobs)
         if all(j.dedup_key is None for j in jobs):
             await self._insert(jobs, conn)
             return [Enqueued(j.id, False) for j in jobs]
-        async with self._conn(conn) as c, c.transaction():
+        async with self._conn(conn) as c, _atomic(c, "venturi_enqueue"):
             return await self._enqueue_dedup(c, jobs, merge)
 
     async def _insert(self, jobs: Sequence[NewJob], conn: Any) -> None:
@@ -291,7 +325,7 @@ class PostgresStore(Store):
         if update is not None:
             try:
                 # A savepoint: a failed merge leaves the plain insert open.
-                async with c.transaction():
+                async with _atomic(c, "venturi_merge"):
                     sql, params = self._args(
                         "merge_into", row[0], update.payload, update.priority,
                         update.set_carry, update.carry, job.at, job.delay, None,
@@ -324,9 +358,9 @@ class PostgresStore(Store):
         if request.limit <= 0 or not request.leases:
             return []
         kinds = list(request.leases)
+        low, normal = request.reservations()
         rows = await self._fetch(
-            "claim", kinds, [request.leases[k] for k in kinds], request.limit,
-            min(request.reserve_normal, request.limit), min(request.reserve_low, request.limit),
+            "claim", kinds, [request.leases[k] for k in kinds], request.limit, normal, low,
             request.claimed_by,
         )
         return [_record(r) for r in rows]
@@ -336,7 +370,12 @@ class PostgresStore(Store):
     ) -> list[Settled]:
         if not settlements:
             return []
-        s = settlements
+        # One UPDATE changes a row once: send only the first settlement of each job
+        # (a later one finds it settled, as it would in a later round trip).
+        firsts: dict[UUID, Settlement] = {}
+        for x in settlements:
+            firsts.setdefault(x.id, x)
+        s = list(firsts.values())
         rows = await self._fetch(
             "settle_many", claimed_by,
             [x.id for x in s], [x.run_no for x in s], [x.action.value for x in s],
@@ -347,8 +386,8 @@ class PostgresStore(Store):
         )
         applied = {r[0]: (Status(r[1]), Outcome(r[2])) for r in rows}
         out = []
-        for x in s:
-            hit = applied.get(x.id)
+        for x in settlements:
+            hit = applied.pop(x.id, None) if firsts.get(x.id) is x else None
             out.append(Settled(x.id, hit is not None, *(hit or (None, None))))
         return out
 
@@ -385,6 +424,7 @@ class PostgresStore(Store):
     async def seed_periodic(self, jobs: Sequence[NewJob]) -> int:
         if not jobs:
             return 0
+        check_new_jobs(jobs)
         n: int = await self._val(
             "seed_periodic", [j.id for j in jobs], [j.kind for j in jobs],
             [j.payload for j in jobs], [j.priority for j in jobs], [j.at for j in jobs],

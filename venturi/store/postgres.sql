@@ -388,14 +388,16 @@ SELECT (SELECT count(*) FROM d) AS removed, (SELECT count(*) FROM n) AS notified
 
 -- name: retry_ids
 -- Redrive: dead back to pending with a fresh budget. A periodic kind that already
--- has a live occurrence is skipped (rule 12 allows only one).
+-- has a live occurrence is skipped (rule 12 allows only one); among several dead
+-- occurrences of one kind only the oldest is redriven, as the memory store does.
 WITH r AS (
     UPDATE {prefix}jobs AS j SET status = 'pending', failure_count = 0, finished_at = NULL,
                                  visible_at = {now}
     WHERE j.id = ANY($2::uuid[]) AND j.status = 'dead'
       AND NOT (j.periodic AND EXISTS (
           SELECT 1 FROM {prefix}jobs AS o
-          WHERE o.kind = j.kind AND o.periodic AND o.status IN ('pending', 'claimed')))
+          WHERE o.kind = j.kind AND o.periodic AND (o.status IN ('pending', 'claimed')
+                OR (o.status = 'dead' AND o.id = ANY($2::uuid[]) AND o.id < j.id))))
     RETURNING j.id, j.kind, j.run_count
 ), entries AS (
     INSERT INTO {prefix}journal (job_id, kind, run_no, recorded_at, outcome, note)
@@ -412,7 +414,8 @@ WITH r AS (
     WHERE j.status = 'dead' AND ($2::text IS NULL OR j.kind = $2)
       AND NOT (j.periodic AND EXISTS (
           SELECT 1 FROM {prefix}jobs AS o
-          WHERE o.kind = j.kind AND o.periodic AND o.status IN ('pending', 'claimed')))
+          WHERE o.kind = j.kind AND o.periodic AND (o.status IN ('pending', 'claimed')
+                OR (o.status = 'dead' AND o.id < j.id))))
     RETURNING j.id, j.kind, j.run_count
 ), entries AS (
     INSERT INTO {prefix}journal (job_id, kind, run_no, recorded_at, outcome, note)

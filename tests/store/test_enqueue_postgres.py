@@ -1,0 +1,149 @@
+"""Enqueue behaviour only PostgreSQL has: concurrent dedup across connections and
+enqueue inside the caller's transaction (NOTIFY delivered at commit)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from tests.tasks import Embed, Refresh
+from venturi import Queue
+from venturi.store.postgres import PostgresStore
+
+
+@pytest.fixture
+def pg_queue(pg_store: PostgresStore) -> Queue:
+    return Queue(pg_store)
+
+
+@pytest.fixture
+async def listener(pg_dsn: str, prefix: str) -> AsyncIterator[asyncio.Queue[str]]:
+    """A dedicated LISTEN connection on ``{prefix}jobs``."""
+    received: asyncio.Queue[str] = asyncio.Queue()
+    conn = await asyncpg.connect(pg_dsn)
+    await conn.add_listener(f"{prefix}jobs", lambda *args: received.put_nowait(args[3]))
+    try:
+        yield received
+    finally:
+        await conn.close()
+
+
+async def _sync(pg_dsn: str, prefix: str, received: asyncio.Queue[str]) -> list[str]:
+    """Everything notified before now: send a marker and collect up to it."""
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        await conn.execute(f"SELECT pg_notify('{prefix}jobs', 'marker')")
+    finally:
+        await conn.close()
+    seen = []
+    while (item := await asyncio.wait_for(received.get(), timeout=10)) != "marker":
+        seen.append(item)
+    return seen
+
+
+async def test_concurrent_enqueues_of_one_key_leave_one_pending_row(
+    pg_queue: Queue, pg_store: PostgresStore
+) -> None:
+    n = 10  # the pool has 10 connections: every enqueue runs on its own
+    results = await asyncio.gather(*(
+        pg_queue.enqueue(Refresh(uri="same", version=i)) for i in range(n)))
+    assert len({r.id for r in results}) == 1
+    assert sorted(r.merged for r in results) == [False] + [True] * (n - 1)
+    assert await pg_queue.count(kind="test.refresh") == 1
+    assert len(await pg_queue.journal(results[0].id)) == n - 1
+
+    # The same through enqueue_many batches racing each other.
+    batches = await asyncio.gather(*(
+        pg_queue.enqueue_many([Refresh(uri="batch", version=i), Refresh(uri="batch")])
+        for i in range(n)))
+    assert len({id for ids in batches for id in ids}) == 1
+    assert await pg_queue.count(kind="test.refresh", statuses=["pending"]) == 2
+
+
+async def test_enqueue_in_callers_transaction_rolls_back_with_it(
+    pg_queue: Queue, pg_dsn: str, prefix: str, listener: asyncio.Queue[str]
+) -> None:
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        tx = conn.transaction()
+        await tx.start()
+        single = await pg_queue.enqueue(Embed(uri="file:///t"), conn=conn)
+        many = await pg_queue.enqueue_many([Embed(uri="m"), Refresh(uri="r")], conn=conn)
+        assert await conn.fetchval(f"SELECT count(*) FROM {prefix}jobs") == 3
+        await tx.rollback()
+    finally:
+        await conn.close()
+    for id in (single.id, *many):
+        assert await pg_queue.job(id) is None
+    assert await pg_queue.count() == 0
+    assert await _sync(pg_dsn, prefix, listener) == []
+
+
+async def test_notify_arrives_only_after_the_callers_commit(
+    pg_queue: Queue, pg_dsn: str, prefix: str, listener: asyncio.Queue[str]
+) -> None:
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        async with conn.transaction():
+            await conn.execute("SELECT 1")  # the caller's own work
+            job = await pg_queue.enqueue(Embed(uri="file:///t"), conn=conn)
+            await pg_queue.enqueue(Refresh(uri="r"), conn=conn)  # the dedup path too
+            assert await pg_queue.job(job.id) is None  # invisible outside the transaction
+            assert await _sync(pg_dsn, prefix, listener) == []
+        assert await _sync(pg_dsn, prefix, listener) == ["test.embed", "test.refresh"]
+    finally:
+        await conn.close()
+    assert await pg_queue.job(job.id) is not None
+
+
+async def test_enqueue_uses_nothing_configured_on_the_callers_connection(
+    pg_queue: Queue, pg_dsn: str
+) -> None:
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        # A caller with its own JSON codec and another search_path still works:
+        # payloads are bound as text, tables are schema-qualified.
+        await conn.set_type_codec("jsonb", encoder=lambda v: v, decoder=lambda v: "decoded",
+                                  schema="pg_catalog")
+        await conn.execute("SET search_path TO pg_catalog")
+        job = await pg_queue.enqueue(Embed(uri="file:///c"), conn=conn)
+        await pg_queue.enqueue_many([Embed(uri="x"), Refresh(uri="y")], conn=conn)
+    finally:
+        await conn.close()
+    row = await pg_queue.job(job.id)
+    assert row is not None and row.payload == {"uri": "file:///c", "model": "small"}
+
+
+async def test_enqueue_joins_a_manually_started_transaction(
+    pg_queue: Queue, pg_dsn: str
+) -> None:
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        for finish in ("ROLLBACK", "COMMIT"):
+            await conn.execute("BEGIN")
+            first = await pg_queue.enqueue(Refresh(uri="manual"), conn=conn)
+            again = await pg_queue.enqueue(Refresh(uri="manual"), conn=conn)
+            ids = await pg_queue.enqueue_many([Embed(uri="m"), Refresh(uri="manual")], conn=conn)
+            assert again.id == first.id == ids[1] and again.merged
+            await conn.execute(finish)
+            assert not conn.is_in_transaction()
+    finally:
+        await conn.close()
+    assert await pg_queue.count() == 2
+    assert await pg_queue.job(first.id) is not None
+
+
+async def test_cancel_in_callers_transaction_follows_it(pg_queue: Queue, pg_dsn: str) -> None:
+    await pg_queue.enqueue_many([Embed(uri="file:///c/1"), Embed(uri="file:///c/2")])
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        for finish, left in (("ROLLBACK", 2), ("COMMIT", 0)):
+            await conn.execute("BEGIN")
+            assert await pg_queue.cancel(subject="file:///c", conn=conn) == 2
+            await conn.execute(finish)
+            assert await pg_queue.count(subject="file:///c") == left
+    finally:
+        await conn.close()

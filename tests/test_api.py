@@ -1,0 +1,105 @@
+"""The public surface and the direction of imports (STYLE habits 1 and 2)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import venturi
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PUBLIC = [
+    "ConfigError",
+    "Context",
+    "DatabaseError",
+    "DatabaseUnavailable",
+    "Detail",
+    "Enqueued",
+    "FailedJob",
+    "GiveUp",
+    "InvalidJob",
+    "InvalidJobId",
+    "JobRecord",
+    "JournalRecord",
+    "Keep",
+    "ManualClock",
+    "MemoryStore",
+    "Merge",
+    "Outcome",
+    "Page",
+    "Pause",
+    "PayloadDecodeError",
+    "Priority",
+    "Queue",
+    "Replace",
+    "SchemaMissing",
+    "Snapshot",
+    "Status",
+    "Task",
+    "TaskDefinitionError",
+    "UnknownKind",
+    "VenturiError",
+    "With",
+    "Worker",
+    "WorkerConfig",
+    "WorkerInfo",
+    "__version__",
+]
+
+
+def test_public_names_are_pinned() -> None:
+    # Changing the public surface must be a visible decision: edit this list with it.
+    assert sorted(venturi.__all__) == PUBLIC
+    assert len(set(venturi.__all__)) == len(venturi.__all__)
+    for name in PUBLIC:
+        assert hasattr(venturi, name), name
+
+
+def test_every_error_derives_from_venturi_error() -> None:
+    errors = [getattr(venturi, n) for n in PUBLIC if n.endswith("Error") or n in (
+        "UnknownKind", "InvalidJob", "InvalidJobId", "SchemaMissing", "DatabaseUnavailable")]
+    assert errors and all(issubclass(e, venturi.VenturiError) for e in errors)
+
+
+def test_the_library_never_imports_the_cli() -> None:
+    code = ("import venturi, venturi.store.postgres, venturi.queue, sys; "
+            "assert not any(m.startswith('venturi.cli') or m == 'cli' for m in sys.modules), "
+            "sorted(m for m in sys.modules if 'cli' in m)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+
+
+def _imports(path: Path) -> set[str]:
+    """Absolute module names imported by ``path`` (relative imports resolved)."""
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_the_store_never_imports_the_queue_or_the_worker() -> None:
+    files = sorted((ROOT / "venturi" / "store").glob("*.py"))
+    assert files
+    for path in files:
+        bad = {m for m in _imports(path)
+               if m.startswith(("venturi.queue", "venturi.worker", "venturi.cli"))}
+        assert not bad, f"{path.name} imports {sorted(bad)}"
+
+
+def test_the_import_check_sees_relative_imports() -> None:
+    # Guard the guard: queue.py imports the store, relatively.
+    assert "venturi.store.base" in _imports(ROOT / "venturi" / "queue.py")

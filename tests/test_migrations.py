@@ -1,0 +1,180 @@
+"""Schema migrations: idempotent, serialized across processes, the expected
+catalog, CHECK constraints, and prefix validation before any SQL."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from tests.conftest import drop_prefix, new_prefix
+from venturi import ConfigError, MemoryStore, Queue
+from venturi.store.postgres import PostgresStore
+
+TABLES = {"jobs", "journal", "workers", "migrations"}
+INDEXES = {
+    "jobs_pkey", "jobs_claim", "jobs_expiry", "jobs_dedup", "jobs_finished", "jobs_dead",
+    "jobs_subject", "jobs_periodic", "journal_pkey", "journal_job", "workers_pkey",
+    "migrations_pkey",
+}
+CHECKS = {
+    "jobs_priority", "jobs_status", "jobs_run_count", "jobs_failure_count", "jobs_max_failures",
+    "jobs_claim_shape", "jobs_finish_shape", "journal_outcome",
+}
+
+
+async def _catalog(conn: asyncpg.Connection, prefix: str) -> dict[str, Any]:
+    """Every relation, index definition and constraint under ``prefix``."""
+    rels = await conn.fetch(
+        "SELECT c.relname, c.relkind::text FROM pg_class c"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = current_schema() AND starts_with(c.relname, $1)", prefix)
+    indexes = await conn.fetch(
+        "SELECT indexname, indexdef FROM pg_indexes"
+        " WHERE schemaname = current_schema() AND starts_with(indexname, $1)", prefix)
+    constraints = await conn.fetch(
+        "SELECT conname, contype::text, pg_get_constraintdef(oid) AS def FROM pg_constraint"
+        " WHERE connamespace = current_schema()::regnamespace AND starts_with(conname, $1)",
+        prefix)
+    columns = await conn.fetch(
+        "SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns"
+        " WHERE table_schema = current_schema() AND starts_with(table_name, $1)", prefix)
+    strip = len(prefix)
+    return {
+        "tables": {r["relname"][strip:] for r in rels if r["relkind"] == "r"},
+        "indexes": {r["indexname"][strip:]: r["indexdef"] for r in indexes},
+        "constraints": {r["conname"][strip:]: (r["contype"], r["def"]) for r in constraints},
+        "columns": {(r["table_name"][strip:], r["column_name"], r["data_type"], r["is_nullable"])
+                    for r in columns},
+    }
+
+
+@pytest.fixture
+async def fresh(pg_dsn: str) -> AsyncIterator[str]:
+    prefix = new_prefix()
+    try:
+        yield prefix
+    finally:
+        await drop_prefix(pg_dsn, prefix)
+
+
+async def test_migrate_creates_the_schema_once(pg_dsn: str, fresh: str) -> None:
+    store = await PostgresStore.connect(pg_dsn, prefix=fresh)
+    try:
+        assert await store.migrate() == ["0001_init.sql"]
+        async with store.pool.acquire() as conn:
+            before = await _catalog(conn, fresh)
+            assert await store.migrate() == []
+            assert await _catalog(conn, fresh) == before
+            versions = await conn.fetch(f"SELECT version, name FROM {fresh}migrations")
+    finally:
+        await store.close()
+    assert [tuple(r) for r in versions] == [(1, "0001_init.sql")]
+
+    assert before["tables"] == TABLES
+    assert set(before["indexes"]) == INDEXES
+    assert {k for k, (t, _) in before["constraints"].items() if t == "c"} == CHECKS
+    idx = before["indexes"]
+    assert "(priority, visible_at, id) WHERE (status = 'pending'::text)" in idx["jobs_claim"]
+    assert "(claim_expires_at) WHERE (status = 'claimed'::text)" in idx["jobs_expiry"]
+    assert "UNIQUE" in idx["jobs_periodic"] and "periodic" in idx["jobs_periodic"]
+    assert 'COLLATE "C"' in idx["jobs_subject"]
+    assert "WHERE (finished_at IS NOT NULL)" in idx["jobs_finished"]
+    assert "dedup_key" in idx["jobs_dedup"] and "WHERE" in idx["jobs_dedup"]
+    fk = before["constraints"]["journal_job_id_fkey"]
+    assert fk[0] == "f" and "ON DELETE CASCADE" in fk[1]
+    cols = {(t, c): (ty, n) for t, c, ty, n in before["columns"]}
+    assert cols[("jobs", "id")] == ("uuid", "NO")
+    assert cols[("jobs", "payload")] == ("jsonb", "NO")
+    assert cols[("jobs", "priority")] == ("smallint", "NO")
+    assert cols[("jobs", "max_failures")] == ("integer", "NO")
+    assert cols[("journal", "id")] == ("bigint", "NO")
+    assert {c for t, c in cols if t == "jobs"} == {
+        "id", "kind", "payload", "priority", "status", "created_at", "visible_at",
+        "claim_expires_at", "claimed_by", "finished_at", "run_count", "failure_count",
+        "max_failures", "carry", "dedup_key", "subject", "periodic"}
+
+
+async def test_concurrent_migrators_apply_once(pg_dsn: str, fresh: str) -> None:
+    env = {**os.environ, "VENTURI_DSN": pg_dsn, "VENTURI_PREFIX": fresh}
+    script = Path(sys.executable).with_name("venturi")
+    command = [str(script)] if script.exists() else [
+        sys.executable, "-c", "from venturi.cli import main; main()"]
+    procs = [
+        await asyncio.create_subprocess_exec(
+            *command, "migrate", env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        for _ in range(4)
+    ]
+    outputs = [await asyncio.wait_for(p.communicate(), timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, outputs
+    lines = sorted(out.decode().strip() for out, _ in outputs)
+    assert lines.count("applied 0001_init.sql") == 1, lines
+    assert sum("up to date" in line for line in lines) == 3, lines
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        assert await conn.fetchval(f"SELECT count(*) FROM {fresh}migrations") == 1
+        assert (await _catalog(conn, fresh))["tables"] == TABLES
+    finally:
+        await conn.close()
+
+
+_ROW = "INSERT INTO {p}jobs (id, kind, payload, %s) VALUES (gen_random_uuid(), 'k', '{{}}', $1)"
+
+
+@pytest.mark.parametrize(("sql", "args"), [
+    (_ROW % "status", ["running"]),
+    (_ROW % "priority", [3]),
+    (_ROW % "priority", [-1]),
+    (_ROW % "max_failures", [0]),
+    (_ROW % "status", ["claimed"]),  # a claim without owner and lease
+    (_ROW % "status", ["completed"]),  # terminal without finished_at
+    ("WITH j AS (INSERT INTO {p}jobs (id, kind, payload) VALUES (gen_random_uuid(), 'k', '{{}}')"
+     " RETURNING id) INSERT INTO {p}journal (job_id, kind, run_no, outcome)"
+     " SELECT id, 'k', 1, $1 FROM j", ["exploded"]),
+])
+async def test_check_constraints_reject_bad_rows(
+    pg_store: PostgresStore, sql: str, args: list[Any]
+) -> None:
+    async with pg_store.pool.acquire() as conn:
+        with pytest.raises(asyncpg.CheckViolationError):
+            await conn.execute(sql.format(p=pg_store.prefix), *args)
+        assert await conn.fetchval(f"SELECT count(*) FROM {pg_store.prefix}jobs") == 0
+
+
+async def test_a_second_periodic_occurrence_violates_the_unique_index(
+    pg_store: PostgresStore,
+) -> None:
+    sql = (f"INSERT INTO {pg_store.prefix}jobs (id, kind, payload, periodic)"
+           " VALUES (gen_random_uuid(), 'tick', '{}', true)")
+    async with pg_store.pool.acquire() as conn:
+        await conn.execute(sql)
+        with pytest.raises(asyncpg.UniqueViolationError):
+            await conn.execute(sql)
+
+
+BAD_PREFIXES = ["Bad-Prefix", "x;drop", "a" * 30, "", "1abc", "jobs ", "ÄÖ_", "a.b"]
+
+
+@pytest.mark.parametrize("bad", BAD_PREFIXES)
+async def test_bad_prefix_is_refused_before_any_sql(bad: str) -> None:
+    unreachable = "postgresql://nobody:pw@127.0.0.1:1/none"  # any SQL would fail differently
+    with pytest.raises(ConfigError, match="invalid prefix") as info:
+        await PostgresStore.connect(unreachable, prefix=bad)
+    assert "\n" not in str(info.value)
+    with pytest.raises(ConfigError, match="invalid prefix"):
+        async with Queue.connect(unreachable, prefix=bad):
+            pass
+    with pytest.raises(ConfigError):
+        MemoryStore(prefix=bad)
+
+
+async def test_good_prefixes_are_accepted() -> None:
+    for good in ("venturi_", "_", "a" * 24, "q1_"):
+        assert MemoryStore(prefix=good).prefix == good
