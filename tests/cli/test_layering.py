@@ -10,7 +10,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # The public package plus the helpers the CLI is meant to share with it.
-ALLOWED = {"venturi", "venturi.config", "venturi.logs", "venturi.task"}
+# The library's public modules: the package, its config helpers, logging setup, the task
+# registry, the worker's metrics, and the embedded server and examples that `venturi dev` runs.
+ALLOWED = {"venturi", "venturi.config", "venturi.logs", "venturi.task", "venturi.worker",
+           "venturi.embedded", "venturi.examples"}
 
 
 def _imports(path: Path) -> set[str]:
