@@ -63,5 +63,9 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(tmp_path: Path, pg_dsn: str) ->
         assert first.stdout.strip() == "applied 0001_init.sql"
         again = _run(venturi, "migrate", "--dsn", pg_dsn, "--prefix", prefix, cwd=tmp_path)
         assert "up to date" in again.stdout
+        # The README's first command, from the wheel: example jobs through a real worker.
+        dev = _run(venturi, "dev", "--dsn", pg_dsn, "--prefix", prefix, "--jobs", "6",
+                   "--latency", "0", cwd=tmp_path)
+        assert "6/6 finished" in dev.stdout and "6 completed, 0 dead" in dev.stdout
     finally:
         asyncio.run(drop_prefix(pg_dsn, prefix))
