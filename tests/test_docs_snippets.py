@@ -81,7 +81,8 @@ def snippets(page: Path) -> list[Snippet]:
 
 
 def pages_with_code() -> list[Path]:
-    return [p for p in PAGES if snippets(p)]
+    """Pages with at least one block to run (a page of skipped fragments has nothing to test)."""
+    return [p for p in PAGES if any(s.verb != "skip" for s in snippets(p))]
 
 
 def test_the_docs_have_snippets_and_every_marker_is_valid() -> None:
@@ -109,7 +110,8 @@ def _run(snippet: Snippet, path: Path, cwd: Path, env: dict[str, str]) -> None:
             timeout=TIMEOUT, check=False,
         )
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{snippet.where}: did not finish within {TIMEOUT}s\n{exc.stdout}\n{exc.stderr}")
+        pytest.fail(
+            f"{snippet.where}: did not finish within {TIMEOUT}s\n{exc.stdout}\n{exc.stderr}")
     if proc.returncode != 0:
         pytest.fail(
             f"{snippet.where}: exited {proc.returncode}\n--- code ---\n{snippet.code}"
@@ -123,7 +125,6 @@ def test_page_snippets_run(page: Path, pg_dsn: str, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("VENTURI_DSN", None)
     env.pop("VENTURI_PREFIX", None)
-    ran = 0
     try:
         for n, snippet in enumerate(snippets(page)):
             if snippet.verb == "skip":
@@ -134,7 +135,5 @@ def test_page_snippets_run(page: Path, pg_dsn: str, tmp_path: Path) -> None:
             path = tmp_path / name
             path.write_text(code, encoding="utf-8")
             _run(snippet, path, tmp_path, env)
-            ran += 1
     finally:
         asyncio.run(drop_prefix(pg_dsn, prefix))
-    assert ran, f"{page}: every snippet is skipped"
