@@ -1,7 +1,7 @@
 """What every command shares: the global options, opening the queue, and the one
 place where errors become a single ``venturi: error:`` line.
 
-Exit codes (documented in docs/cli.md): 2 when the command line itself is wrong
+Exit codes (documented in docs/operations/cli.md): 2 when the command line itself is wrong
 and that is known before touching the database or the application (Typer's usage
 errors, bad durations, bad option values, a missing DSN); 1 for everything the
 world decides (database unreachable, wrong password, schema missing, unknown job

@@ -1,20 +1,22 @@
 """venturi's exception tree.
 
-Every error venturi raises on purpose derives from :class:`VenturiError`, and
+Every error venturi raises on purpose derives from `VenturiError`, and
 its message is one line that says what is wrong and what to do about it.
 Driver exceptions (asyncpg, OSError) are translated once, at the store
-boundary; nothing above the store catches them::
+boundary; nothing above the store catches them.
 
-    VenturiError
-    ├── ConfigError            bad prefix, lease, concurrency, DSN ... (also ValueError)
-    ├── TaskDefinitionError    a Task subclass that cannot work (also TypeError)
-    ├── UnknownKind            a kind no registered task defines (also LookupError)
-    ├── InvalidJob             a job that cannot be stored; `index` names it in a batch
-    ├── InvalidJobId           a job id or cursor that is not a UUID (also ValueError)
-    ├── PayloadDecodeError     a stored payload that no longer fits its task
-    ├── SchemaMissing          the tables are not there: run `venturi migrate`
-    └── DatabaseError          the database refused or failed a statement
-        └── DatabaseUnavailable  the database cannot be reached (transient, rule 15)
+```text
+VenturiError
+├── ConfigError            bad prefix, lease, concurrency, DSN ... (also ValueError)
+├── TaskDefinitionError    a Task subclass that cannot work (also TypeError)
+├── UnknownKind            a kind no registered task defines (also LookupError)
+├── InvalidJob             a job that cannot be stored; `index` names it in a batch
+├── InvalidJobId           a job id or cursor that is not a UUID (also ValueError)
+├── PayloadDecodeError     a stored payload that no longer fits its task
+├── SchemaMissing          the tables are not there: run `venturi migrate`
+└── DatabaseError          the database refused or failed a statement
+    └── DatabaseUnavailable  the database cannot be reached (transient, rule 15)
+```
 """
 
 from __future__ import annotations

@@ -75,6 +75,7 @@ class Queue:
 
     @property
     def prefix(self) -> str:
+        """The table prefix naming this queue (``venturi_`` by default)."""
         return self.store.prefix
 
     @staticmethod
@@ -90,7 +91,14 @@ class Queue:
         clock: Clock | None = None,
         max_payload_bytes: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> AsyncIterator[Queue]:
-        """Open a pool on ``dsn`` for the queue named by ``prefix``; closed on exit."""
+        """Open a pool on ``dsn`` for the queue named by ``prefix``; closed on exit.
+
+        ``min_size``/``max_size`` bound the connection pool. ``pooler=True``
+        turns asyncpg's statement cache off, for PgBouncer in transaction mode;
+        ``listen_dsn`` then names a direct connection to PostgreSQL for LISTEN
+        and the worker's identity lock. ``max_payload_bytes`` caps one job's
+        payload. ``clock`` is for tests (``ManualClock``).
+        """
         from .store.postgres import PostgresStore
 
         store = await PostgresStore.connect(
@@ -103,6 +111,7 @@ class Queue:
             await store.close()
 
     async def close(self) -> None:
+        """Close the store (``connect`` does this on exit)."""
         await self.store.close()
 
     async def migrate(self) -> list[str]:
@@ -222,15 +231,19 @@ class Queue:
     # --- inspect ------------------------------------------------------------------------
 
     async def job(self, id: UUID | str) -> JobRecord | None:
+        """The job's row, or None if there is no such job (any more)."""
         return await self.store.job(_uuid(id))
 
     async def journal(self, id: UUID | str) -> list[JournalRecord]:
+        """The job's journal, oldest entry first (empty for an unknown job)."""
         return await self.store.journal(_uuid(id))
 
     async def stats(self) -> Snapshot:
+        """Counts per kind and status, and how long the oldest runnable job has waited."""
         return await self.store.stats()
 
     async def detail(self, limit: int = 20) -> Detail:
+        """The oldest runnable job's age and the ``limit`` newest dead jobs with their reasons."""
         if limit < 0:
             raise ValueError("limit must be >= 0")
         return await self.store.detail(limit)
@@ -273,6 +286,7 @@ class Queue:
         ))
 
     async def workers(self) -> list[WorkerInfo]:
+        """The workers registered on this queue, with their last heartbeat."""
         return await self.store.workers()
 
     # --- administer ------------------------------------------------------------------------

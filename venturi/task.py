@@ -31,7 +31,12 @@ RESERVED_FIELDS = frozenset({"run", "subject", "dedup_key", "merge", "backoff", 
 
 
 class Priority(IntEnum):
-    """Claim tiers: lower runs first (the schema stores 0..2)."""
+    """Claim tiers: lower runs first (the schema stores 0..2).
+
+    Workers keep lower tiers moving under a flood of high-priority work: of
+    every ten claims, one is reserved for ``LOW`` and one for ``NORMAL`` when
+    such work is runnable.
+    """
 
     HIGH = 0
     NORMAL = 1
@@ -83,6 +88,7 @@ class Pause:
 
     @property
     def has_carry(self) -> bool:
+        """Whether ``carry`` was given (None is a value: it clears the carry)."""
         return self.carry is not _UNSET
 
 
@@ -172,12 +178,28 @@ def _validate_kind(kind: object, where: str) -> str:
 
 @dataclass_transform(kw_only_default=False)
 class Task:
-    """Base class of every task. Subclass with ``kind=`` and annotated fields::
+    """Base class of every task. Subclass with ``kind=`` and annotated fields:
 
-        class Embed(venturi.Task, kind="embed", lease=timedelta(seconds=30)):
-            uri: str
+    ```python
+    class Embed(venturi.Task, kind="embed", lease=timedelta(seconds=30)):
+        uri: str
 
-            async def run(self, ctx: venturi.Context) -> None: ...
+        async def run(self, ctx: venturi.Context) -> None: ...
+    ```
+
+    The annotated fields become a dataclass: they are the job's payload, stored
+    as JSON (JSON types, ``datetime``, ``UUID``, ``Enum`` and nested dataclasses;
+    anything else is refused when the class is created).
+
+    Class keywords, all optional except ``kind``:
+
+    - ``kind``: the stable name stored with every job; one class per kind per process.
+    - ``priority``: default tier, ``Priority.NORMAL``; ``enqueue(priority=)`` overrides it.
+    - ``lease``: how long a claim lasts without renewal, default 10 s (0.5 s to 24 h).
+    - ``timeout``: how long one run may take before it is cancelled and counted
+      as a failure (note ``timeout``), default 30 min.
+    - ``max_failures``: failed runs before the job goes dead, default 25.
+    - ``every`` / ``cron``: make the task periodic (no required fields, no ``dedup_key``).
     """
 
     __task__: ClassVar[TaskOptions]
@@ -295,7 +317,12 @@ class Task:
 
 
 class Context:
-    """What a running task sees of its job: identity, carry, attachment, state."""
+    """What a running task sees of its job: identity, carry, attachment, state.
+
+    ``job_id`` and ``kind`` name the job; ``run_no`` is this run's number (1 on
+    the first run, the claim epoch); ``state`` is the value of the worker's
+    ``lifespan`` (None without one).
+    """
 
     __slots__ = ("_attachment", "_carry", "job_id", "kind", "run_no", "state")
 
@@ -324,4 +351,5 @@ class Context:
 
     @property
     def attachment(self) -> dict[str, Any] | None:
+        """What ``attach`` collected so far (None when nothing was attached)."""
         return self._attachment

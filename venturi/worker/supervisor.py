@@ -80,6 +80,16 @@ class Worker:
     ``Worker(queue, tasks=[Embed], concurrency=10)`` or with a full
     ``config=WorkerConfig(...)``. ``await worker.run()`` returns after a clean
     drain; ``run(until_empty=True)`` once no runnable work is left.
+
+    ``tasks`` defaults to every registered task. Keyword ``options`` are the
+    fields of ``WorkerConfig`` (``concurrency``, ``kinds``, ``name``, ``grace``,
+    ``retention``, ``handle_signals``, ``prefetch``, ...). ``lifespan`` is an
+    async context manager factory whose value every run sees as ``ctx.state``;
+    ``metrics`` a ``WorkerMetrics`` to update (one of its own by default).
+
+    After ``run()`` returns, ``exit_code`` is 0 after a clean drain and 130
+    after a forced stop (a second signal). ``health.alive`` and
+    ``health.ready`` are what a liveness and a readiness probe report.
     """
 
     def __init__(
