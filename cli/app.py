@@ -43,10 +43,15 @@ def _global(
         help="Table prefix: one prefix, one queue (default venturi_).")] = None,
     json: Annotated[bool, typer.Option(
         "--json", help="One JSON document on stdout (see docs/cli-json.md).")] = False,
+    pooler: Annotated[bool, typer.Option(
+        "--pooler", envvar="VENTURI_POOLER", show_envvar=True,
+        help="--dsn goes through a transaction-mode pooler (PgBouncer): no prepared "
+             "statement cache. Give the worker --listen-dsn to reach PostgreSQL directly.")
+    ] = False,
     version: Annotated[bool, typer.Option(
         "--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
 ) -> None:
-    ctx.obj = GlobalOptions(dsn=dsn, prefix=prefix, json=json)
+    ctx.obj = GlobalOptions(dsn=dsn, prefix=prefix, json=json, pooler=pooler)
 
 
 supervise.register(app)

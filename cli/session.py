@@ -52,6 +52,7 @@ class GlobalOptions:
     dsn: str | None = None
     prefix: str | None = None
     json: bool = False
+    pooler: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,7 @@ class Session:
     dsn: str | None
     prefix: str
     json: bool
+    pooler: bool = False
 
     def require_dsn(self) -> str:
         if not self.dsn:
@@ -73,7 +75,7 @@ class Session:
 
         async def go() -> T:
             async with venturi.Queue.connect(
-                dsn, prefix=self.prefix, min_size=1, max_size=max_size
+                dsn, prefix=self.prefix, min_size=1, max_size=max_size, pooler=self.pooler
             ) as queue:
                 return await fn(queue)
 
@@ -94,7 +96,8 @@ def session(
         validate_prefix(chosen_prefix)
     except venturi.ConfigError as exc:
         fail(f"--prefix: {exc}", code=USAGE)
-    return Session(dsn=dsn or glob.dsn, prefix=chosen_prefix, json=json or glob.json)
+    return Session(dsn=dsn or glob.dsn, prefix=chosen_prefix, json=json or glob.json,
+                   pooler=glob.pooler)
 
 
 def fail(message: str, *, code: int = FAILURE, dsn: str | None = None) -> NoReturn:

@@ -68,7 +68,8 @@ def worker(
     venturi.logs.configure(fmt, log_level)
 
     async def go() -> int:
-        async with venturi.Queue.connect(target, prefix=s.prefix, listen_dsn=listen_dsn) as q:
+        async with venturi.Queue.connect(target, prefix=s.prefix, listen_dsn=listen_dsn,
+                                         pooler=s.pooler) as q:
             w = venturi.Worker(q, list(tasks.values()), config=config)
             await w.run()
             return w.exit_code or 0

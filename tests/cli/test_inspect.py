@@ -253,3 +253,12 @@ def test_colour_and_refresh_in_place_only_on_a_terminal(cli: Cli) -> None:
     assert shown.count("\x1b[H\x1b[2J") == 2  # redrawn in place, once per refresh
     assert "\x1b[1m" in shown  # bold headers on a terminal
     assert "Traceback" not in shown
+
+
+
+def test_pooler_flag_is_a_global_switch(cli: Cli) -> None:
+    """--pooler (statement cache off, for PgBouncer in transaction mode) goes before the
+    subcommand like --dsn, or comes from VENTURI_POOLER."""
+    assert "total: 0 pending" in cli.ok("--pooler", "stats").stdout
+    result = cli("stats", env={"VENTURI_POOLER": "1"})
+    assert result.exit_code == 0 and "total: 0 pending" in result.stdout

@@ -158,3 +158,19 @@ async def test_task_timeout_counts_as_a_failure(wqueue: Queue) -> None:
     row = await wqueue.job(job.id)
     assert row is not None and row.status is Status.DEAD and row.failure_count == 2
     assert [e.note for e in await wqueue.journal(job.id)] == ["timeout", "timeout"]
+
+
+async def test_failure_logs_carry_a_plain_traceback_not_exc_info(wqueue: Queue) -> None:
+    """Renderers that print locals (structlog's console default) never get the frame
+    objects: the traceback travels as text, so payloads in locals stay out of the logs."""
+    from structlog.testing import capture_logs
+
+    await wqueue.enqueue(Failing())
+    with capture_logs() as logs:
+        await drain_all(wqueue, Failing)
+    failed = [e for e in logs if e["event"] == "job_failed"]
+    assert len(failed) == 3
+    for event in failed:
+        assert "exc_info" not in event
+        assert event["traceback"].endswith("RuntimeError: boom payload-secret")
+        assert event["error"] == "RuntimeError"

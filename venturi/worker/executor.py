@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import datetime as dt
 import time
+import traceback
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -28,6 +29,12 @@ from .periodic import next_tick
 log = structlog.get_logger("venturi.worker")
 
 MAX_NOTE = 500
+
+
+def format_traceback(exc: BaseException) -> str:
+    """The traceback as text, without local variables: a renderer that shows locals
+    (structlog's default on a terminal) would print payloads and credentials."""
+    return "".join(traceback.format_exception(exc)).rstrip()
 
 
 def classify(exc: BaseException) -> str:
@@ -179,12 +186,13 @@ class Executor:
             delay = task.backoff(failures)
             if not isinstance(delay, dt.timedelta) or delay < dt.timedelta(0):
                 raise TypeError("backoff() must return a non-negative timedelta")
-        except Exception:
-            log.exception("backoff_failed", job_id=str(held.id), kind=held.kind)
+        except Exception as exc:
+            log.error("backoff_failed", job_id=str(held.id), kind=held.kind,
+                      traceback=format_traceback(exc))
             delay = Task.backoff(task, failures)
         log.warning("job_failed", job_id=str(held.id), kind=held.kind, run_no=held.run_no,
                     failures=failures, max_failures=held.record.max_failures, error=note,
-                    exc_info=error)
+                    traceback=None if error is None else format_traceback(error))
         ok, carry = _encode(held.carry, "carry", held)
         return Settlement(held.id, held.run_no, Action.FAIL, note=note, delay=delay,
                           set_carry=ok, carry=carry, successor=self.successor(cls))

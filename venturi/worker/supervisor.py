@@ -112,6 +112,12 @@ class Worker:
         self.config = config or WorkerConfig(**options)
         self.queue = queue
         self.store = queue.store
+        if self.config.listen_dsn is not None:
+            # LISTEN and the identity lock need a session of their own: behind a
+            # transaction pooler they must reach PostgreSQL directly.
+            if not hasattr(self.store, "listen_dsn"):
+                raise ConfigError("listen_dsn applies to a PostgreSQL queue only")
+            self.store.listen_dsn = self.config.listen_dsn
         self.metrics = metrics or WorkerMetrics()
         self._lifespan = lifespan
 
