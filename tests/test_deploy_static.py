@@ -229,3 +229,22 @@ def test_dockerignore_keeps_secrets_and_clutter_out_of_the_context() -> None:
     assert {".git", ".env", ".venv", "tests"} <= ignored
     copied = [a.split()[0] for k, a in stages(dockerfile())[0] if k == "COPY"]
     assert not any(path.rstrip("/") in ignored for path in copied), "COPY of an ignored path"
+
+
+def test_kubernetes_notes_pod_spec_is_consistent() -> None:
+    """The pod spec in the docs: probes on the worker's endpoints, the kill timeout longer
+    than the drain grace, and the DSN from a Secret."""
+    text = (ROOT / "docs" / "operations" / "containers.md").read_text()
+    (block,) = re.findall(r"```yaml\n(.*?)```", text, flags=re.S)
+    spec = yaml.safe_load(block)["spec"]
+    (container,) = spec["containers"]
+    args = container["args"]
+    grace = args[args.index("--grace") + 1]
+    assert grace.endswith("s") and spec["terminationGracePeriodSeconds"] > int(grace[:-1])
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    http = args[args.index("--http") + 1]
+    assert http.endswith(":9090") and container["ports"][0]["containerPort"] == 9090
+    env = {e["name"]: e for e in container["env"]}
+    assert "secretKeyRef" in env["VENTURI_DSN"]["valueFrom"]
+    _check_command(args)
