@@ -370,12 +370,12 @@ class PostgresStore(Store):
     ) -> list[Settled]:
         if not settlements:
             return []
-        # One UPDATE changes a row once: send only the first settlement of each job
-        # (a later one finds it settled, as it would in a later round trip).
-        firsts: dict[UUID, Settlement] = {}
-        for x in settlements:
-            firsts.setdefault(x.id, x)
-        s = list(firsts.values())
+        # One UPDATE touches a row once, whatever the number of input rows that
+        # match it: send each (id, run_no) once, so a repeat reports not applied.
+        first: dict[tuple[UUID, int], int] = {}
+        for index, x in enumerate(settlements):
+            first.setdefault((x.id, x.run_no), index)
+        s = [settlements[i] for i in sorted(first.values())]
         rows = await self._fetch(
             "settle_many", claimed_by,
             [x.id for x in s], [x.run_no for x in s], [x.action.value for x in s],
@@ -384,10 +384,10 @@ class PostgresStore(Store):
             [x.successor[0] if x.successor else None for x in s],
             [x.successor[1] if x.successor else None for x in s],
         )
-        applied = {r[0]: (Status(r[1]), Outcome(r[2])) for r in rows}
+        applied = {(r[0], r[5]): (Status(r[1]), Outcome(r[2])) for r in rows}
         out = []
-        for x in settlements:
-            hit = applied.pop(x.id, None) if firsts.get(x.id) is x else None
+        for index, x in enumerate(settlements):
+            hit = applied.get((x.id, x.run_no)) if first[x.id, x.run_no] == index else None
             out.append(Settled(x.id, hit is not None, *(hit or (None, None))))
         return out
 
@@ -396,9 +396,12 @@ class PostgresStore(Store):
     ) -> set[UUID]:
         if not renewals:
             return set()
+        # An UPDATE joins a row to one arbitrary input row: the last renewal of
+        # a claim wins, as if they were applied in order.
+        latest = list({(r.id, r.run_no): r for r in renewals}.values())
         rows = await self._fetch(
-            "extend_leases", claimed_by, [r.id for r in renewals],
-            [r.run_no for r in renewals], [r.lease for r in renewals],
+            "extend_leases", claimed_by, [r.id for r in latest],
+            [r.run_no for r in latest], [r.lease for r in latest],
         )
         return {r[0] for r in rows}
 

@@ -212,7 +212,7 @@ WITH input AS (
           FROM upd WHERE status = 'pending' GROUP BY kind, visible_at > {now}) AS k
 )
 SELECT e.job_id AS id, u.status, e.outcome, (SELECT n FROM wake) AS woke,
-       (SELECT count(*) FROM successor) AS successors
+       (SELECT count(*) FROM successor) AS successors, u.run_no
 FROM entries AS e JOIN upd AS u ON u.id = e.job_id
 
 -- name: extend_leases
@@ -229,7 +229,7 @@ SELECT id, kind, payload, priority, status, created_at, visible_at, claim_expire
        dedup_key, subject, periodic
 FROM {prefix}jobs
 WHERE status = 'claimed' AND claim_expires_at < {now}
-ORDER BY claim_expires_at
+ORDER BY claim_expires_at, id
 LIMIT $2
 
 -- name: recover
@@ -259,7 +259,7 @@ SELECT id, kind, run_count, status, claimed_by FROM r
 WITH stale AS (
     SELECT id, claimed_by FROM {prefix}jobs
     WHERE status = 'claimed' AND claim_expires_at < {now}
-    ORDER BY claim_expires_at
+    ORDER BY claim_expires_at, id
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 ), r AS (
