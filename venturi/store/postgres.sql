@@ -12,11 +12,9 @@ CREATE TABLE IF NOT EXISTS {prefix}migrations (
 )
 
 -- name: migrate_lock
--- Session lock: concurrent migrators queue here instead of racing DDL.
-SELECT pg_advisory_lock(hashtextextended('venturi:migrate:' || $1::text, 0))
-
--- name: migrate_unlock
-SELECT pg_advisory_unlock(hashtextextended('venturi:migrate:' || $1::text, 0))
+-- Concurrent migrators queue here instead of racing DDL. Transaction-scoped, so
+-- it is taken and released on one server connection even behind a pooler.
+SELECT pg_advisory_xact_lock(hashtextextended('venturi:migrate:' || $1::text, 0))
 
 -- name: applied_migrations
 SELECT version FROM {prefix}migrations ORDER BY version
