@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import math
 import re
 import types
 import typing
@@ -39,12 +40,27 @@ def dumps(value: Any) -> str:
         raise InvalidJob(f"payload is not JSON-serializable ({_first_line(exc)})") from None
     if b"\\u0000" in raw and _NUL.search(raw):
         raise InvalidJob("payload contains a NUL character, which jsonb cannot store")
+    # orjson writes NaN and Infinity as null: refuse them rather than lose the value.
+    if b"null" in raw and _has_nonfinite(value):
+        raise InvalidJob("payload contains NaN or Infinity, which JSON cannot store")
     return raw.decode()
 
 
 def json_has_nul(text: str) -> bool:
     """Whether JSON text holds a NUL character, raw or escaped (jsonb refuses both)."""
     return "\x00" in text or ("\\u0000" in text and _NUL.search(text.encode()) is not None)
+
+
+def _has_nonfinite(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, Mapping):
+        return any(_has_nonfinite(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_nonfinite(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return any(_has_nonfinite(getattr(value, f.name)) for f in dataclasses.fields(value))
+    return False
 
 
 def check_size(text: str, limit: int) -> None:

@@ -36,12 +36,11 @@ def mask_dsn(dsn: str) -> str:
     except ValueError:
         return "<unparseable dsn>"
     if parts.scheme and parts.password is not None:
+        # Keep host and port as written: parsing the port raises on a malformed
+        # or multi-host DSN, and masking must never fail.
         user = parts.username or ""
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        port = f":{parts.port}" if parts.port else ""
-        netloc = f"{user}:***@{host}{port}"
+        hosts = parts.netloc.rpartition("@")[2]
+        netloc = f"{user}:***@{hosts}"
         return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
     # key=value form: password=secret
     return re.sub(r"(password\s*=\s*)(\S+)", r"\1***", dsn, flags=re.IGNORECASE)

@@ -78,6 +78,9 @@ class Queue:
         """The table prefix naming this queue (``venturi_`` by default)."""
         return self.store.prefix
 
+    def _now(self) -> dt.datetime:
+        return self.store.clock.now() or dt.datetime.now(dt.UTC)
+
     @staticmethod
     @asynccontextmanager
     async def connect(
@@ -136,10 +139,14 @@ class Queue:
             _codec.check_size(payload, self.max_payload_bytes)
             if delay is not None and at is not None:
                 raise InvalidJob("give delay= or at=, not both")
+            if delay is not None and not isinstance(delay, dt.timedelta):
+                raise InvalidJob(f"delay= must be a timedelta, not {type(delay).__name__}")
             if delay is not None and not (dt.timedelta(0) <= delay <= MAX_DELAY):
                 raise InvalidJob(f"delay {delay} is outside 0..{MAX_DELAY.days} days")
             if at is not None and (not isinstance(at, dt.datetime) or at.tzinfo is None):
                 raise InvalidJob("at= must be a timezone-aware datetime")
+            if at is not None and at - self._now() > MAX_DELAY:
+                raise InvalidJob(f"at= {at.isoformat()} is more than {MAX_DELAY.days} days away")
             try:
                 prio = options.priority if priority is None else Priority.parse(priority)
             except ValueError as exc:
@@ -149,6 +156,8 @@ class Queue:
             for name, value in (("subject", subject), ("dedup_key", dedup_key)):
                 if value is not None and (not isinstance(value, str) or "\x00" in value):
                     raise InvalidJob(f"{name}() must return a string without NUL characters")
+                if value is not None and not _encodable(value):
+                    raise InvalidJob(f"{name}() returned a string with a lone surrogate")
         except InvalidJob as exc:
             if index is None:
                 raise
@@ -338,6 +347,14 @@ class Queue:
         if finished_before.tzinfo is None:
             raise ValueError("finished_before must be timezone-aware")
         return await self.store.cleanup(CleanupCriteria(finished_before, kind, st))
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
 
 
 def _uuid(value: UUID | str, what: str = "job id") -> UUID:

@@ -224,9 +224,9 @@ class Task:
         _validate_kind(kind, where)
         try:
             prio = Priority.parse(priority)
-            check_lease(lease, f"{where}: lease")
+            check_lease(lease, "lease")
         except ConfigError as exc:
-            raise TaskDefinitionError(str(exc)) from None
+            raise TaskDefinitionError(f"{where}: {exc}") from None
         if timeout <= timedelta(0):
             raise TaskDefinitionError(f"{where}: timeout must be positive")
         if not isinstance(max_failures, int) or max_failures < 1:

@@ -157,10 +157,12 @@ class PostgresStore(Store):
         clock: Clock | None = None,
         owns_pool: bool = False,
         schema: str | None = None,
+        pooler: bool = False,
     ) -> None:
         self.prefix = validate_prefix(prefix)
         self.pool = pool
         self.dsn = dsn
+        self.pooler = pooler
         self.listen_dsn = listen_dsn or dsn
         self.clock = clock or DatabaseClock()
         self.schema = schema
@@ -205,7 +207,7 @@ class PostgresStore(Store):
             pool.terminate()
             raise
         return cls(pool, prefix=prefix, dsn=dsn, listen_dsn=listen_dsn, clock=clock,
-                   owns_pool=True, schema=schema)
+                   owns_pool=True, schema=schema, pooler=pooler)
 
     async def close(self) -> None:
         if self._owns_pool:
@@ -249,21 +251,20 @@ class PostgresStore(Store):
     # --- schema ------------------------------------------------------------------------
 
     async def migrate(self) -> list[str]:
+        """Apply pending migrations in one transaction under a transaction-scoped
+        lock: a session lock would be taken on one pooled server connection and
+        released on another behind PgBouncer in transaction mode."""
         applied: list[str] = []
-        async with self._conn() as c:
+        async with self._conn() as c, c.transaction():
             await c.execute(self._q["migrate_lock"].sql, self.prefix)
-            try:
-                await c.execute(self._q["migrations_table"].sql)
-                done = {r[0] for r in await c.fetch(self._q["applied_migrations"].sql)}
-                for version, name, raw in _sql.migrations():
-                    if version in done:
-                        continue
-                    async with c.transaction():
-                        await c.execute(_sql.render_migration(raw, self.prefix))
-                        await c.execute(self._q["record_migration"].sql, version, name)
-                    applied.append(name)
-            finally:
-                await c.execute(self._q["migrate_unlock"].sql, self.prefix)
+            await c.execute(self._q["migrations_table"].sql)
+            done = {r[0] for r in await c.fetch(self._q["applied_migrations"].sql)}
+            for version, name, raw in _sql.migrations():
+                if version in done:
+                    continue
+                await c.execute(_sql.render_migration(raw, self.prefix))
+                await c.execute(self._q["record_migration"].sql, version, name)
+                applied.append(name)
         return applied
 
     # --- producing ---------------------------------------------------------------------
@@ -370,12 +371,12 @@ class PostgresStore(Store):
     ) -> list[Settled]:
         if not settlements:
             return []
-        # One UPDATE changes a row once: send only the first settlement of each job
-        # (a later one finds it settled, as it would in a later round trip).
-        firsts: dict[UUID, Settlement] = {}
-        for x in settlements:
-            firsts.setdefault(x.id, x)
-        s = list(firsts.values())
+        # One UPDATE touches a row once, whatever the number of input rows that
+        # match it: send each (id, run_no) once, so a repeat reports not applied.
+        first: dict[tuple[UUID, int], int] = {}
+        for index, x in enumerate(settlements):
+            first.setdefault((x.id, x.run_no), index)
+        s = [settlements[i] for i in sorted(first.values())]
         rows = await self._fetch(
             "settle_many", claimed_by,
             [x.id for x in s], [x.run_no for x in s], [x.action.value for x in s],
@@ -384,10 +385,10 @@ class PostgresStore(Store):
             [x.successor[0] if x.successor else None for x in s],
             [x.successor[1] if x.successor else None for x in s],
         )
-        applied = {r[0]: (Status(r[1]), Outcome(r[2])) for r in rows}
+        applied = {(r[0], r[5]): (Status(r[1]), Outcome(r[2])) for r in rows}
         out = []
-        for x in settlements:
-            hit = applied.pop(x.id, None) if firsts.get(x.id) is x else None
+        for index, x in enumerate(settlements):
+            hit = applied.get((x.id, x.run_no)) if first[x.id, x.run_no] == index else None
             out.append(Settled(x.id, hit is not None, *(hit or (None, None))))
         return out
 
@@ -396,9 +397,12 @@ class PostgresStore(Store):
     ) -> set[UUID]:
         if not renewals:
             return set()
+        # An UPDATE joins a row to one arbitrary input row: the last renewal of
+        # a claim wins, as if they were applied in order.
+        latest = list({(r.id, r.run_no): r for r in renewals}.values())
         rows = await self._fetch(
-            "extend_leases", claimed_by, [r.id for r in renewals],
-            [r.run_no for r in renewals], [r.lease for r in renewals],
+            "extend_leases", claimed_by, [r.id for r in latest],
+            [r.run_no for r in latest], [r.lease for r in latest],
         )
         return {r[0] for r in rows}
 
@@ -565,12 +569,21 @@ class PostgresStore(Store):
         result: dt.datetime = await self._val("db_now")
         return result
 
+    def _direct_dsn(self, what: str) -> str:
+        """The DSN for a connection that must keep its session (LISTEN, session locks)."""
+        if self.pooler and self.listen_dsn == self.dsn:
+            raise ConfigError(
+                f"{what} needs a direct connection to PostgreSQL, not the pooler: "
+                "pass listen_dsn (--listen-dsn)"
+            )
+        return self.listen_dsn or ""
+
     def listen(self) -> Listener:
-        return PostgresListener(self.listen_dsn or "", self.prefix)
+        return PostgresListener(self._direct_dsn("LISTEN"), self.prefix)
 
     def identity_lock(self, name: str) -> IdentityLock:
-        return PostgresIdentityLock(self.listen_dsn or "", self.prefix, name,
-                                    self._q["identity_lock"].sql)
+        return PostgresIdentityLock(self._direct_dsn("the worker identity lock"), self.prefix,
+                                    name, self._q["identity_lock"].sql)
 
 
 class PostgresIdentityLock(IdentityLock):

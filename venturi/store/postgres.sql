@@ -12,11 +12,9 @@ CREATE TABLE IF NOT EXISTS {prefix}migrations (
 )
 
 -- name: migrate_lock
--- Session lock: concurrent migrators queue here instead of racing DDL.
-SELECT pg_advisory_lock(hashtextextended('venturi:migrate:' || $1::text, 0))
-
--- name: migrate_unlock
-SELECT pg_advisory_unlock(hashtextextended('venturi:migrate:' || $1::text, 0))
+-- Concurrent migrators queue here instead of racing DDL. Transaction-scoped, so
+-- it is taken and released on one server connection even behind a pooler.
+SELECT pg_advisory_xact_lock(hashtextextended('venturi:migrate:' || $1::text, 0))
 
 -- name: applied_migrations
 SELECT version FROM {prefix}migrations ORDER BY version
@@ -212,7 +210,7 @@ WITH input AS (
           FROM upd WHERE status = 'pending' GROUP BY kind, visible_at > {now}) AS k
 )
 SELECT e.job_id AS id, u.status, e.outcome, (SELECT n FROM wake) AS woke,
-       (SELECT count(*) FROM successor) AS successors
+       (SELECT count(*) FROM successor) AS successors, u.run_no
 FROM entries AS e JOIN upd AS u ON u.id = e.job_id
 
 -- name: extend_leases
@@ -229,7 +227,7 @@ SELECT id, kind, payload, priority, status, created_at, visible_at, claim_expire
        dedup_key, subject, periodic
 FROM {prefix}jobs
 WHERE status = 'claimed' AND claim_expires_at < {now}
-ORDER BY claim_expires_at
+ORDER BY claim_expires_at, id
 LIMIT $2
 
 -- name: recover
@@ -259,7 +257,7 @@ SELECT id, kind, run_count, status, claimed_by FROM r
 WITH stale AS (
     SELECT id, claimed_by FROM {prefix}jobs
     WHERE status = 'claimed' AND claim_expires_at < {now}
-    ORDER BY claim_expires_at
+    ORDER BY claim_expires_at, id
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 ), r AS (

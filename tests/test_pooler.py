@@ -1,0 +1,248 @@
+"""The Queue behind PgBouncer 1.18 in transaction pool mode.
+
+In transaction mode PgBouncer hands each transaction (each statement outside
+one) to whichever server connection is free, and 1.18 does not track
+prepared statements: a statement asyncpg prepared and cached on one server
+connection is missing on the next. ``pooler=True`` turns asyncpg's statement
+cache off (it then uses only unnamed statements, prepared and run in one
+round), which is what makes venturi work there; the second test shows the
+failure without it.
+
+Session state does not survive the pooler either: migrations take a
+transaction-scoped advisory lock, and LISTEN and the worker's identity lock
+need a direct connection (``listen_dsn``); a pooler store without one refuses
+them with ``ConfigError`` instead of silently losing the lock.
+
+The fixture starts a private pgbouncer (Debian's package; ``.ci/run`` installs
+it) on a free port in front of the test database, and the tests skip when
+the binary is missing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+
+from tests.conftest import drop_prefix
+from tests.tasks import Embed, Refresh
+from venturi import ConfigError, DatabaseError, Queue, Status
+from venturi.store.base import Action, ClaimRequest, Settlement
+from venturi.store.postgres import PostgresStore
+
+LEASE = {"test.embed": dt.timedelta(seconds=10)}
+
+
+def _pgbouncer() -> str | None:
+    return shutil.which("pgbouncer", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _wait_listening(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"pgbouncer exited: {log.read_text(errors='replace')[-2000:]}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("pgbouncer did not start listening within 15 s")
+
+
+@pytest.fixture(scope="module")
+def bouncer_dsn(pg_dsn: str) -> Iterator[str]:
+    """A private pgbouncer in transaction mode in front of the test database."""
+    binary = _pgbouncer()
+    if binary is None:
+        pytest.skip("pgbouncer is not installed (apt-get install pgbouncer; .ci/run does it)")
+    target = urlsplit(pg_dsn)
+    user = target.username or "root"
+    dbname = target.path.lstrip("/") or "test"
+    port = _free_port()
+    workdir = Path(tempfile.mkdtemp(prefix="venturi-pgbouncer-"))
+    (workdir / "userlist.txt").write_text(f'"{user}" ""\n')
+    log = workdir / "pgbouncer.log"
+    (workdir / "pgbouncer.ini").write_text(
+        "[databases]\n"
+        f"{dbname} = host={target.hostname or '127.0.0.1'} port={target.port or 5432}"
+        f" dbname={dbname}\n"
+        "[pgbouncer]\n"
+        f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
+        f"auth_type = trust\nauth_file = {workdir / 'userlist.txt'}\n"
+        "pool_mode = transaction\ndefault_pool_size = 4\nmax_client_conn = 100\n"
+        f"logfile = {log}\npidfile = {workdir / 'pgbouncer.pid'}\n"
+        "ignore_startup_parameters = extra_float_digits\n"
+    )
+    command = [binary]
+    if os.geteuid() == 0:
+        # pgbouncer refuses to run as root; -u drops to an unprivileged user.
+        runas = "postgres" if _user_exists("postgres") else "nobody"
+        shutil.chown(workdir, user=runas)
+        for child in workdir.iterdir():
+            shutil.chown(child, user=runas)
+        command += ["-u", runas]
+    proc = subprocess.Popen([*command, str(workdir / "pgbouncer.ini")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_listening(port, proc, log)
+        netloc = f"{user}@127.0.0.1:{port}"
+        yield urlunsplit(("postgresql", netloc, f"/{dbname}", "", ""))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _user_exists(name: str) -> bool:
+    import pwd
+
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+@pytest.fixture
+async def bounced(bouncer_dsn: str, pg_dsn: str, prefix: str) -> AsyncIterator[Queue]:
+    """A Queue whose every statement goes through the bouncer (migration included)."""
+    async with Queue.connect(bouncer_dsn, prefix=prefix, pooler=True, max_size=4) as queue:
+        try:
+            yield queue
+        finally:
+            await drop_prefix(pg_dsn, prefix)
+
+
+async def test_queue_api_through_transaction_pooler(bounced: Queue) -> None:
+    assert await bounced.migrate() == ["0001_init.sql"]
+    assert await bounced.migrate() == []
+    first = await bounced.enqueue(Embed(uri="file:///p/1"))
+    ids = await bounced.enqueue_many([Embed(uri="file:///p/2"), Embed(uri="file:///q/3")])
+    merged = [await bounced.enqueue(Refresh(uri="file:///r")) for _ in range(3)]
+    assert [m.merged for m in merged] == [False, True, True]
+    assert len({m.id for m in merged}) == 1
+    assert (await bounced.stats()).pending_by_kind == {"test.embed": 3, "test.refresh": 1}
+    page = await bounced.history(limit=2)
+    assert len(page.jobs) == 2 and page.next_cursor is not None
+    assert len((await bounced.history(before=page.next_cursor)).jobs) == 2
+    assert await bounced.count(subject="file:///p") == 2
+    assert await bounced.cancel(subject="file:///p") == 2
+    assert await bounced.cancel(ids=[ids[1]]) == 1
+
+    assert await bounced.count(kind="test.embed") == 0
+    assert first.id not in {j.id for j in (await bounced.history()).jobs}
+    journal = await bounced.journal(merged[0].id)
+    assert [e.outcome.value for e in journal] == ["merged", "merged"]
+
+
+async def test_dead_job_redriven_and_cleaned_up(bounced: Queue) -> None:
+    await bounced.migrate()
+    job = await bounced.enqueue(Embed(uri="file:///dead"))
+    store = bounced.store
+    assert len(await store.claim(ClaimRequest("w/1", LEASE, 1))) == 1
+    assert await store.settle("w/1", Settlement(job.id, 1, Action.KILL, note="GiveUp"))
+    assert await bounced.retry(ids=[job.id]) == 1
+    (claimed,) = await store.claim(ClaimRequest("w/1", LEASE, 1))
+    assert await store.settle("w/1", Settlement(job.id, claimed.run_count, Action.COMPLETE))
+    row = await bounced.job(job.id)
+    assert row is not None and row.status is Status.COMPLETED
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=1)
+    assert await bounced.cleanup(finished_before=later) == 1
+    assert await bounced.job(job.id) is None
+
+
+async def test_statement_cache_breaks_without_pooler_flag(
+    bouncer_dsn: str, pg_dsn: str, prefix: str
+) -> None:
+    """Without ``pooler=True`` a cached prepared statement is run on a server
+    connection that never prepared it, and PostgreSQL refuses it."""
+    async with Queue.connect(pg_dsn, prefix=prefix) as direct:
+        await direct.migrate()
+    holder = await asyncpg.connect(bouncer_dsn, statement_cache_size=0)
+    try:
+        for pooler, expect_failure in ((False, True), (True, False)):
+            async with Queue.connect(bouncer_dsn, prefix=prefix, pooler=pooler,
+                                     min_size=1, max_size=1) as queue:
+                # Prepares (and, without pooler, caches) the insert on server connection A.
+                await queue.enqueue(Embed(uri="file:///cached"))
+                # Keep A busy: PgBouncer reuses the most recently freed server connection.
+                async with holder.transaction():
+                    await holder.fetchval("SELECT 1")
+                    if expect_failure:
+                        with pytest.raises(DatabaseError, match="prepared statement"):
+                            await queue.enqueue(Embed(uri="file:///cached"))
+                    else:
+                        await queue.enqueue(Embed(uri="file:///cached"))
+        async with Queue.connect(pg_dsn, prefix=prefix) as direct:
+            assert await direct.count(kind="test.embed") == 3  # nothing half-written
+    finally:
+        await holder.close()
+        await drop_prefix(pg_dsn, prefix)
+
+
+async def test_session_state_needs_a_direct_connection(
+    bouncer_dsn: str, pg_dsn: str, prefix: str
+) -> None:
+    store = await PostgresStore.connect(bouncer_dsn, prefix=prefix, pooler=True)
+    try:
+        with pytest.raises(ConfigError, match="listen_dsn"):
+            store.listen()
+        with pytest.raises(ConfigError, match="listen_dsn"):
+            store.identity_lock("w")
+    finally:
+        await store.close()
+    store = await PostgresStore.connect(bouncer_dsn, prefix=prefix, pooler=True,
+                                        listen_dsn=pg_dsn)
+    try:
+        async with store.identity_lock("w") as lock, store.identity_lock("w") as other:
+            assert await lock.acquire()
+            assert not await other.acquire()  # held by the first lock's direct session
+    finally:
+        await store.close()
+
+
+async def test_concurrent_migrations_through_pooler(bouncer_dsn: str, pg_dsn: str,
+                                                    prefix: str) -> None:
+    """The migration lock is transaction-scoped: taken and released on one server
+    connection, so concurrent migrators behind the pooler neither race nor hang."""
+    import asyncio
+
+    queues = []
+    try:
+        for _ in range(3):
+            store = await PostgresStore.connect(bouncer_dsn, prefix=prefix, pooler=True,
+                                                max_size=1)
+            queues.append(Queue(store))
+        results = await asyncio.wait_for(
+            asyncio.gather(*(q.migrate() for q in queues)), timeout=30)
+        assert sorted(len(r) for r in results) == [0, 0, 1]
+        # The lock is free again on every server connection.
+        results = await asyncio.wait_for(
+            asyncio.gather(*(q.migrate() for q in queues)), timeout=30)
+        assert results == [[], [], []]
+    finally:
+        for q in queues:
+            await q.close()
+        await drop_prefix(pg_dsn, prefix)
