@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import itertools
 from typing import Any
 from uuid import UUID
 
@@ -131,7 +132,7 @@ async def test_three_workers_keep_one_periodic_occurrence_and_completion_schedul
     rows = await store.pool.fetch(rows_sql)
     done = [r for r in rows if r["status"] == "completed"]
     assert len(done) >= 2 and [r["status"] for r in rows[len(done):]] == ["pending"]
-    for previous, following in zip(rows, rows[1:], strict=False):
+    for previous, following in itertools.pairwise(rows):
         assert previous["status"] == "completed"
         tick = following["visible_at"]
         assert tick.microsecond == 0  # every= ticks are aligned to the epoch

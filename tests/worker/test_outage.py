@@ -1,0 +1,125 @@
+"""Losing the database is not a crash (DESIGN §4 rule 15), on a private cluster that the
+test stops for longer than a lease, and restarts, under a running worker."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+from uuid import UUID
+
+import pytest
+from structlog.testing import capture_logs
+
+import venturi
+from venturi import Outcome, Queue, Status
+from venturi.store.postgres import PostgresStore
+
+from ..conftest import drop_prefix, new_prefix, wait_for
+from ..faults_cluster import PrivateCluster, private_pg  # noqa: F401
+from .conftest import running
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(180)]
+OUTAGE = 12.0  # seconds: longer than the lease below, so a reap before the flush would show
+
+
+class Gate:
+    open: asyncio.Event
+    started: dict[UUID, float]
+    finished: set[UUID]
+
+    @classmethod
+    def reset(cls) -> None:
+        cls.open, cls.started, cls.finished = asyncio.Event(), {}, set()
+
+
+class Held(venturi.Task, kind="wo.held", lease=dt.timedelta(seconds=5)):
+    async def run(self, ctx: venturi.Context) -> str:
+        Gate.started[ctx.job_id] = time.monotonic()
+        await Gate.open.wait()
+        Gate.finished.add(ctx.job_id)
+        return "done"
+
+
+@pytest.fixture
+async def outage_queue(private_pg: PrivateCluster) -> AsyncIterator[Queue]:  # noqa: F811
+    prefix = new_prefix()
+    store = await PostgresStore.connect(private_pg.dsn, prefix=prefix, max_size=10)
+    await store.migrate()
+    try:
+        yield Queue(store)
+    finally:
+        await store.close()
+        if private_pg.running():
+            await drop_prefix(private_pg.dsn, prefix)
+
+
+def count(logs: list[dict[str, Any]], event: str) -> int:
+    return sum(1 for e in logs if e["event"] == event)
+
+
+async def picked_up_at_listen_speed(queue: Queue) -> None:
+    """With a 60 s poll, only LISTEN starts a job within a second of its enqueue."""
+    sent = time.monotonic()
+    job = await queue.enqueue(Held())
+    await wait_for(lambda: job.id in Gate.started, timeout=5, what="pickup")
+    assert Gate.started[job.id] - sent < 1.0
+
+
+async def completed_once(queue: Queue, ids: list[UUID]) -> None:
+    for id in ids:
+        row = await queue.job(id)
+        assert row is not None and (row.status, row.run_count, row.failure_count) == (
+            Status.COMPLETED, 1, 0)
+        assert [(e.run_no, e.outcome) for e in await queue.journal(id)] == [
+            (1, Outcome.COMPLETED)]
+
+
+async def test_worker_rides_out_a_database_outage_and_a_restart(
+        private_pg: PrivateCluster, outage_queue: Queue) -> None:  # noqa: F811
+    queue = outage_queue
+    Gate.reset()
+    worker = venturi.Worker(queue, tasks=[Held], concurrency=4, poll_interval=60)
+    with capture_logs() as logs:
+        async with running(worker) as w:
+            jobs = [(await queue.enqueue(Held())).id for _ in range(4)]
+            await wait_for(lambda: len(Gate.started) == 4, what="four jobs to start")
+
+            # The outage: the jobs finish while the database is down.
+            await asyncio.to_thread(private_pg.stop)
+            stopped = time.monotonic()
+            await wait_for(lambda: not w.health.ready, what="not ready")
+            Gate.open.set()
+            await wait_for(lambda: len(Gate.finished) == 4, what="the handlers to finish")
+            while time.monotonic() - stopped < OUTAGE:
+                assert not w.health.ready and w.health.alive
+                assert w.held == 4  # buffered settlements keep their jobs held
+                await asyncio.sleep(0.1)
+            assert count(logs, "db_unavailable") == 1
+            await asyncio.to_thread(private_pg.start)
+
+            await wait_for(lambda: w.health.ready, timeout=20, what="ready again")
+            await wait_for(lambda: w.held == 0, timeout=10, what="the flush")
+            # Flushed before the first reap: every lease had run out, yet no job was
+            # recovered and none completed twice.
+            await completed_once(queue, jobs)
+            assert count(logs, "db_unavailable") == 1 and count(logs, "db_available") >= 1
+            assert count(logs, "job_recovered") == 0 and count(logs, "settle_refused") == 0
+            Gate.reset()
+            Gate.open.set()
+            await picked_up_at_listen_speed(queue)
+
+            # A restart, with jobs in flight.
+            Gate.reset()
+            more = [(await queue.enqueue(Held())).id for _ in range(2)]
+            await wait_for(lambda: len(Gate.started) == 2, what="two jobs to start")
+            await asyncio.to_thread(private_pg.restart)
+            Gate.open.set()
+            await wait_for(lambda: w.held == 0, timeout=20, what="the settles after restart")
+            await wait_for(lambda: w.health.ready, timeout=20, what="ready after restart")
+            await completed_once(queue, more)
+            assert count(logs, "db_unavailable") == 2  # once per outage
+            await picked_up_at_listen_speed(queue)
+    assert worker.exit_code == 0
