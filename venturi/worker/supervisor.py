@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import math
 import os
 import secrets
 import signal
@@ -278,9 +279,11 @@ class Worker:
 
     async def _boot(self, stack: AsyncExitStack) -> IdentityLock:
         """Rule 9: take the name's lock, then recover our earlier boot's claims."""
+        # One lock object across retries: acquire() first closes its previous session, so a
+        # transient failure after the lock was taken cannot leave us locked out by ourselves.
+        lock = await stack.enter_async_context(self.store.identity_lock(self.name))
         while True:
             try:
-                lock = await stack.enter_async_context(self.store.identity_lock(self.name))
                 recovered = []
                 if await lock.acquire():
                     recovered = await self.store.recover_boot(self.name, self.claimed_by)
@@ -560,18 +563,21 @@ class Worker:
         self._consider(when, db_time=True)
 
     def _on_control(self, payload: str) -> None:
+        # Anyone who can reach the database can send these: a malformed message is
+        # logged and dropped, never allowed to stop the worker.
         try:
             message = orjson.loads(payload)
             op = message.get("op")
-        except (orjson.JSONDecodeError, AttributeError):
+            if op == "cancel":
+                ids = _control_ids(message.get("ids"))
+            elif op == "drain":
+                grace = _control_grace(message.get("grace"))
+        except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
             log.warning("control_message_invalid")
             return
         if op == "cancel":
-            for raw in message.get("ids") or []:
-                try:
-                    held = self._held.get(UUID(str(raw)))
-                except ValueError:
-                    continue
+            for id in ids:
+                held = self._held.get(id)
                 if held is None or held.state == "settling":
                     continue
                 if held.state == "buffered":
@@ -580,11 +586,8 @@ class Worker:
                     self._forget(held.id)
                 else:
                     held.stop("cancelled")
-        elif op == "drain":
-            target = message.get("worker")
-            if target in (None, self.name):
-                grace = message.get("grace")
-                self.request_drain(None if grace is None else float(grace))
+        elif op == "drain" and message.get("worker") in (None, self.name):
+            self.request_drain(grace)
 
     def _consider(self, when: dt.datetime, *, db_time: bool) -> None:
         """Make the timer fire at ``when`` if that is earlier than its current target."""
@@ -795,3 +798,24 @@ class Worker:
                     if held.state == "running":
                         held.stop("release")
                 return
+
+
+def _control_ids(value: Any) -> list[UUID]:
+    """The ids of a cancel message; entries that are not UUIDs are skipped."""
+    if not isinstance(value, list):
+        raise TypeError("ids must be a list")
+    ids = []
+    for raw in value:
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            ids.append(UUID(raw))
+    return ids
+
+
+def _control_grace(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError("grace must be a number of seconds")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError("grace must be finite and not negative")
+    return float(value)
