@@ -65,6 +65,7 @@ class Hang(venturi.Task, kind="proc.hang", lease=dt.timedelta(seconds=1)):
     async def run(self, ctx: venturi.Context) -> str:
         await record(ctx)
         if ctx.run_no <= self.hang_runs:
+            ctx.carry = {"unsaved": ctx.run_no}  # lost with the process (rule 7)
             await anyio.sleep_forever()
         return "done"
 

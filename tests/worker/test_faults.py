@@ -15,6 +15,7 @@ from structlog.testing import capture_logs
 
 import venturi
 from venturi import Outcome, Queue, Status
+from venturi.errors import DatabaseUnavailable
 from venturi.store.base import Action, ClaimRequest, Settlement
 from venturi.store.postgres import PostgresStore
 from venturi.worker.metrics import WorkerMetrics
@@ -197,6 +198,97 @@ async def test_waker_reconnects_after_its_backend_is_terminated(
             await wait_for(lambda: job.id in probe.started_at, timeout=5, what="pickup")
             assert probe.started_at[job.id] - sent < 1.0
             await wait_for(lambda: _status(pgq, job.id, Status.COMPLETED), what="completion")
+
+
+class Brief(venturi.Task, kind="wf.brief", lease=dt.timedelta(seconds=1.5)):
+    """Like Clinger, on a lease short enough to watch its local deadline pass."""
+
+    async def run(self, ctx: venturi.Context) -> None:
+        await Probe.hold(ctx)
+
+
+class Blocker(venturi.Task, kind="wf.blocker", lease=dt.timedelta(seconds=1.5)):
+    async def run(self, ctx: venturi.Context) -> None:
+        time.sleep(0.8)  # noqa: ASYNC251 - blocking the event loop is the point
+
+
+async def test_handler_stops_at_its_local_deadline_when_renewals_fail(
+        pgq: Queue, probe: type[Probe]) -> None:
+    """Rule 8: no renewal, no run past the last renewal + 2/3 lease, and no settle."""
+    store = pgq.store
+
+    async def unreachable(claimed_by: str, renewals: Any) -> Any:
+        raise DatabaseUnavailable("injected: renewal cannot reach the database")
+
+    worker = venturi.Worker(pgq, tasks=[Brief], concurrency=1)
+    with capture_logs() as logs:
+        async with running(worker):
+            store.extend_leases = unreachable  # type: ignore[method-assign]
+            try:
+                job = await pgq.enqueue(Brief())
+                await wait_for(probe.cancelled.is_set, timeout=5, what="the deadline")
+                stopped = time.monotonic() - probe.started_at[job.id]
+                await wait_for(lambda: events(logs, "lease_lost", job.id), what="lease_lost")
+            finally:
+                del store.extend_leases
+    # Before the lease runs out, so nobody else can have reclaimed it while it ran.
+    assert 0.6 <= stopped < 1.5, stopped
+    row = await pgq.job(job.id)
+    assert row is not None and (row.status, row.run_count) == (Status.CLAIMED, 1)
+    assert await pgq.journal(job.id) == []
+
+
+async def test_event_loop_stall_is_logged(pgq: Queue) -> None:
+    worker = venturi.Worker(pgq, tasks=[Blocker], concurrency=1)
+    with capture_logs() as logs:
+        async with running(worker):
+            job = await pgq.enqueue(Blocker())
+            await wait_for(lambda: events(logs, "event_loop_stalled"), what="the stall warning")
+            await wait_for(lambda: _status(pgq, job.id, Status.COMPLETED), what="completion")
+    (stall, *_) = events(logs, "event_loop_stalled")
+    assert stall["seconds"] >= 0.5
+
+
+async def test_cancel_reaches_a_prefetched_job_before_it_runs(
+        pgq: Queue, probe: type[Probe]) -> None:
+    worker = venturi.Worker(pgq, tasks=[Gated], concurrency=1, prefetch=1)
+    first = await pgq.enqueue(Gated())
+    with capture_logs() as logs:
+        async with running(worker):
+            await wait_for(probe.started.is_set, what="the first job to start")
+            second = await pgq.enqueue(Gated())
+            await wait_for(lambda: worker.held == 2, what="the prefetch")
+            assert await pgq.cancel(ids=[second.id]) == 1
+            await wait_for(lambda: events(logs, "job_cancelled", second.id), what="the cancel")
+            assert worker.held == 1
+            probe.gate.set()
+            await wait_for(lambda: _status(pgq, first.id, Status.COMPLETED), what="first job")
+    assert second.id not in probe.started_at and await pgq.job(second.id) is None
+    assert not events(logs, "settle_refused")
+
+
+async def test_worker_drains_when_another_session_takes_its_name(pgq: Queue) -> None:
+    """Rule 9: the name's lock, lost and taken elsewhere, is not re-taken: the worker drains."""
+    store = pgq.store
+    assert isinstance(store, PostgresStore)
+    worker = venturi.Worker(pgq, tasks=[Gated], concurrency=1, name="contested")
+    key = f"venturi:worker:{pgq.prefix}:contested"
+    holder_sql = ("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                  " AND ((classid::bigint << 32) | objid::bigint) = hashtextextended($1, 0)")
+    rival = await store.pool.acquire()
+    try:
+        with capture_logs() as logs:
+            async with running(worker):
+                (holder,) = await rival.fetch(holder_sql, key)
+                await rival.execute("SELECT pg_terminate_backend($1)", holder["pid"])
+                # Queued behind the dying session: granted the moment it ends.
+                await rival.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", key)
+                await wait_for(lambda: worker.draining, timeout=10, what="the worker to drain")
+        assert events(logs, "identity_taken")
+        assert worker.exit_code == 0
+    finally:
+        await rival.execute("SELECT pg_advisory_unlock_all()")
+        await store.pool.release(rival)
 
 
 async def _status(queue: Queue, job_id: UUID, status: Status) -> bool:
