@@ -15,6 +15,7 @@ from structlog.testing import capture_logs
 
 import venturi
 from venturi import Outcome, Queue, Status
+from venturi.errors import ConfigError
 from venturi.store.postgres import PostgresStore
 
 from ..conftest import drop_prefix, new_prefix, wait_for
@@ -35,7 +36,7 @@ class Gate:
         cls.open, cls.started, cls.finished = asyncio.Event(), {}, set()
 
 
-class Held(venturi.Task, kind="wo.held", lease=dt.timedelta(seconds=5)):
+class Held(venturi.Task, kind="wo.held", lease=dt.timedelta(seconds=9)):
     async def run(self, ctx: venturi.Context) -> str:
         Gate.started[ctx.job_id] = time.monotonic()
         await Gate.open.wait()
@@ -81,7 +82,8 @@ async def test_worker_rides_out_a_database_outage_and_a_restart(
         private_pg: PrivateCluster, outage_queue: Queue) -> None:  # noqa: F811
     queue = outage_queue
     Gate.reset()
-    worker = venturi.Worker(queue, tasks=[Held], concurrency=4, poll_interval=60)
+    worker = venturi.Worker(queue, tasks=[Held], concurrency=4, poll_interval=60,
+                            name="survivor")
     with capture_logs() as logs:
         async with running(worker) as w:
             jobs = [(await queue.enqueue(Held())).id for _ in range(4)]
@@ -122,4 +124,28 @@ async def test_worker_rides_out_a_database_outage_and_a_restart(
             await completed_once(queue, more)
             assert count(logs, "db_unavailable") == 2  # once per outage
             await picked_up_at_listen_speed(queue)
+            # The name's lock died with its session each time and was taken again.
+            assert count(logs, "identity_lock_lost") == 2
+            with pytest.raises(ConfigError, match="held by a live worker"):
+                await venturi.Worker(queue, tasks=[Held], name="survivor").run()
     assert worker.exit_code == 0
+
+
+async def test_worker_started_while_the_database_is_down_waits_for_it(
+        private_pg: PrivateCluster, outage_queue: Queue) -> None:  # noqa: F811
+    queue = outage_queue
+    Gate.reset()
+    Gate.open.set()
+    job = await queue.enqueue(Held())
+    await asyncio.to_thread(private_pg.stop)
+    worker = venturi.Worker(queue, tasks=[Held], concurrency=1, name="patient")
+    with capture_logs() as logs:
+        async with running(worker, ready=False) as w:
+            await wait_for(lambda: count(logs, "db_unavailable") == 1, what="db_unavailable")
+            assert not w.health.ready
+            await asyncio.to_thread(private_pg.start)
+            await wait_for(lambda: w.health.ready, timeout=20, what="ready after the outage")
+            await wait_for(lambda: job.id in Gate.finished, timeout=10, what="the queued job")
+            await wait_for(lambda: w.held == 0, what="its settle")
+            await completed_once(queue, [job.id])
+    assert count(logs, "db_unavailable") == 1

@@ -141,3 +141,41 @@ async def test_three_workers_keep_one_periodic_occurrence_and_completion_schedul
     for r in done:
         (entry,) = await pgq.journal(r["id"])
         assert entry.outcome is venturi.Outcome.COMPLETED
+
+
+async def test_workers_claim_only_their_kinds_and_never_the_same_job(pgq: Queue) -> None:
+    """Rules 2, 4, 5 under concurrency: three workers, one of them serving a subset."""
+    STARTED.clear()
+    runs: list[UUID] = []
+    stamps = await pgq.enqueue_many([Stamp() for _ in range(150)])
+    floods = await pgq.enqueue_many([Flood() for _ in range(150)])
+    real_run = Stamp.run
+
+    async def counted(self: Stamp, ctx: venturi.Context) -> None:
+        runs.append(ctx.job_id)
+        await real_run(self, ctx)
+
+    Stamp.run = counted  # type: ignore[method-assign]
+    try:
+        only_flood = venturi.Worker(pgq, tasks=[Stamp, Flood], kinds=["ws.flood"], concurrency=4)
+        both = [venturi.Worker(pgq, tasks=[Stamp, Flood], concurrency=4) for _ in range(2)]
+        async with running(only_flood):
+            await wait_for(lambda: _all_done(pgq, floods), timeout=20, what="the floods")
+            assert await pgq.count(kind="ws.stamp", statuses=["pending"]) == 150
+            await asyncio.gather(*(w.run(until_empty=True) for w in both))
+    finally:
+        del Stamp.run
+    assert sorted(runs) == sorted(stamps)  # each exactly once
+    store = pgq.store
+    assert isinstance(store, PostgresStore)
+    summary = await store.pool.fetch(
+        f"SELECT j.status, j.run_count, array_agg(e.run_no || ':' || e.outcome) AS entries"
+        f" FROM {pgq.prefix}jobs AS j JOIN {pgq.prefix}journal AS e"
+        " ON e.job_id = j.id GROUP BY j.id")
+    assert len(summary) == 300
+    assert {(r["status"], r["run_count"], tuple(r["entries"])) for r in summary} == {
+        ("completed", 1, ("1:completed",))}
+
+
+async def _all_done(queue: Queue, ids: list[UUID]) -> bool:
+    return await queue.count(statuses=["completed"]) >= len(ids)
