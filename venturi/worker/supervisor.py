@@ -19,7 +19,7 @@ import secrets
 import signal
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any
 from uuid import UUID
@@ -150,6 +150,7 @@ class Worker:
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._force = False
+        self._flush_scope: anyio.CancelScope | None = None
         self._draining = False
         self._grace = self.config.grace
         self._until_empty = False
@@ -363,7 +364,11 @@ class Worker:
 
     async def _final_flush(self) -> None:
         timeout = 1.0 if self._force else max(5.0, self._grace.total_seconds())
-        if not await self._settler.flush(timeout):
+        with anyio.move_on_after(timeout) as scope:
+            self._flush_scope = scope  # a second signal shortens it
+            await self._settler.wait_empty()
+        self._flush_scope = None
+        if len(self._settler):
             log.warning("settlements_unflushed", count=len(self._settler),
                         note="their jobs will be recovered when their leases expire")
 
@@ -380,12 +385,14 @@ class Worker:
                 continue
             settled_before = self._settled_count
             try:
-                await self._flushed_after_outage()
+                if not await self._unless_stopped(self._flushed_after_outage):
+                    return
                 normal, low = self._fairness.split(free)
                 jobs = await self.store.claim(ClaimRequest(
                     self.claimed_by, self.leases, free, reserve_normal=normal, reserve_low=low))
             except DatabaseUnavailable:
-                await self.outage("claimer")
+                if not await self._unless_stopped(lambda: self.outage("claimer")):
+                    return
                 self._wake.set()
                 continue
             self.recovered_from_outage("claimer")
@@ -419,6 +426,20 @@ class Worker:
                     return
                 if self._until_empty and not quiet:
                     self._wake.set()
+
+    async def _unless_stopped(self, wait: Callable[[], Awaitable[None]]) -> bool:
+        """Run one of the claimer's waits, cut short by a stop request: during an outage
+        the flush-first wait lasts as long as the outage, and a drain must not."""
+        async with anyio.create_task_group() as group:
+            async def on_stop() -> None:
+                await self._stop.wait()
+                group.cancel_scope.cancel()
+
+            group.start_soon(on_stop)
+            await wait()
+            group.cancel_scope.cancel()
+            return True
+        return False
 
     async def _slot(self) -> None:
         assert self._executor is not None
@@ -794,6 +815,9 @@ class Worker:
                             action="stop now")
                 self._force = True
                 self.exit_code = 130
+                if self._flush_scope is not None:
+                    self._flush_scope.deadline = min(self._flush_scope.deadline,
+                                                     anyio.current_time() + 1.0)
                 for held in list(self._held.values()):
                     if held.state == "running":
                         held.stop("release")
