@@ -12,8 +12,6 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import anyio
-
 from ..errors import DatabaseUnavailable
 from ..store.base import Settled, Settlement
 
@@ -61,10 +59,3 @@ class Settler:
                     self._on_settled(settlement, result)
             self._empty.set()
             worker.wake()
-
-    async def flush(self, within: float) -> bool:
-        """Wait up to ``within`` seconds for the buffer to be written."""
-        with anyio.move_on_after(within):
-            await self.wait_empty()
-            return True
-        return False

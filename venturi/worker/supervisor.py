@@ -13,12 +13,13 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import math
 import os
 import secrets
 import signal
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any
 from uuid import UUID
@@ -149,6 +150,7 @@ class Worker:
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._force = False
+        self._flush_scope: anyio.CancelScope | None = None
         self._draining = False
         self._grace = self.config.grace
         self._until_empty = False
@@ -278,9 +280,11 @@ class Worker:
 
     async def _boot(self, stack: AsyncExitStack) -> IdentityLock:
         """Rule 9: take the name's lock, then recover our earlier boot's claims."""
+        # One lock object across retries: acquire() first closes its previous session, so a
+        # transient failure after the lock was taken cannot leave us locked out by ourselves.
+        lock = await stack.enter_async_context(self.store.identity_lock(self.name))
         while True:
             try:
-                lock = await stack.enter_async_context(self.store.identity_lock(self.name))
                 recovered = []
                 if await lock.acquire():
                     recovered = await self.store.recover_boot(self.name, self.claimed_by)
@@ -360,7 +364,11 @@ class Worker:
 
     async def _final_flush(self) -> None:
         timeout = 1.0 if self._force else max(5.0, self._grace.total_seconds())
-        if not await self._settler.flush(timeout):
+        with anyio.move_on_after(timeout) as scope:
+            self._flush_scope = scope  # a second signal shortens it
+            await self._settler.wait_empty()
+        self._flush_scope = None
+        if len(self._settler):
             log.warning("settlements_unflushed", count=len(self._settler),
                         note="their jobs will be recovered when their leases expire")
 
@@ -377,12 +385,14 @@ class Worker:
                 continue
             settled_before = self._settled_count
             try:
-                await self._flushed_after_outage()
+                if not await self._unless_stopped(self._flushed_after_outage):
+                    return
                 normal, low = self._fairness.split(free)
                 jobs = await self.store.claim(ClaimRequest(
                     self.claimed_by, self.leases, free, reserve_normal=normal, reserve_low=low))
             except DatabaseUnavailable:
-                await self.outage("claimer")
+                if not await self._unless_stopped(lambda: self.outage("claimer")):
+                    return
                 self._wake.set()
                 continue
             self.recovered_from_outage("claimer")
@@ -416,6 +426,20 @@ class Worker:
                     return
                 if self._until_empty and not quiet:
                     self._wake.set()
+
+    async def _unless_stopped(self, wait: Callable[[], Awaitable[None]]) -> bool:
+        """Run one of the claimer's waits, cut short by a stop request: during an outage
+        the flush-first wait lasts as long as the outage, and a drain must not."""
+        async with anyio.create_task_group() as group:
+            async def on_stop() -> None:
+                await self._stop.wait()
+                group.cancel_scope.cancel()
+
+            group.start_soon(on_stop)
+            await wait()
+            group.cancel_scope.cancel()
+            return True
+        return False
 
     async def _slot(self) -> None:
         assert self._executor is not None
@@ -560,18 +584,21 @@ class Worker:
         self._consider(when, db_time=True)
 
     def _on_control(self, payload: str) -> None:
+        # Anyone who can reach the database can send these: a malformed message is
+        # logged and dropped, never allowed to stop the worker.
         try:
             message = orjson.loads(payload)
             op = message.get("op")
-        except (orjson.JSONDecodeError, AttributeError):
+            if op == "cancel":
+                ids = _control_ids(message.get("ids"))
+            elif op == "drain":
+                grace = _control_grace(message.get("grace"))
+        except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
             log.warning("control_message_invalid")
             return
         if op == "cancel":
-            for raw in message.get("ids") or []:
-                try:
-                    held = self._held.get(UUID(str(raw)))
-                except ValueError:
-                    continue
+            for id in ids:
+                held = self._held.get(id)
                 if held is None or held.state == "settling":
                     continue
                 if held.state == "buffered":
@@ -580,11 +607,8 @@ class Worker:
                     self._forget(held.id)
                 else:
                     held.stop("cancelled")
-        elif op == "drain":
-            target = message.get("worker")
-            if target in (None, self.name):
-                grace = message.get("grace")
-                self.request_drain(None if grace is None else float(grace))
+        elif op == "drain" and message.get("worker") in (None, self.name):
+            self.request_drain(grace)
 
     def _consider(self, when: dt.datetime, *, db_time: bool) -> None:
         """Make the timer fire at ``when`` if that is earlier than its current target."""
@@ -791,7 +815,31 @@ class Worker:
                             action="stop now")
                 self._force = True
                 self.exit_code = 130
+                if self._flush_scope is not None:
+                    self._flush_scope.deadline = min(self._flush_scope.deadline,
+                                                     anyio.current_time() + 1.0)
                 for held in list(self._held.values()):
                     if held.state == "running":
                         held.stop("release")
                 return
+
+
+def _control_ids(value: Any) -> list[UUID]:
+    """The ids of a cancel message; entries that are not UUIDs are skipped."""
+    if not isinstance(value, list):
+        raise TypeError("ids must be a list")
+    ids = []
+    for raw in value:
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            ids.append(UUID(raw))
+    return ids
+
+
+def _control_grace(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError("grace must be a number of seconds")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError("grace must be finite and not negative")
+    return float(value)

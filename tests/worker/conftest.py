@@ -1,0 +1,154 @@
+"""Fixtures for worker tests on PostgreSQL: a queue on database time, the side
+table that test tasks record their runs in, and worker subprocesses."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+import pytest
+
+from venturi import Queue, Worker
+from venturi.store.postgres import PostgresStore
+
+from ..conftest import wait_for
+from .proctasks import side_ddl
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def pgq(pg_store_dbclock: PostgresStore) -> Queue:
+    return Queue(pg_store_dbclock)
+
+
+class SideTable:
+    """What the test tasks recorded: one row per run start (and other events)."""
+
+    def __init__(self, conn: asyncpg.Connection, prefix: str) -> None:
+        self.conn = conn
+        self.prefix = prefix
+
+    async def rows(self, job_id: UUID | None = None, event: str = "start") -> list[Any]:
+        return list(await self.conn.fetch(
+            f"SELECT job_id, kind, run_no, pid, at FROM {self.prefix}side"
+            " WHERE event = $1 AND ($2::uuid IS NULL OR job_id = $2) ORDER BY seq",
+            event, job_id))
+
+    async def runs(self, job_id: UUID) -> list[tuple[int, int]]:
+        """(run_no, pid) of each start of ``job_id``, in order."""
+        return [(r["run_no"], r["pid"]) for r in await self.rows(job_id)]
+
+
+@pytest.fixture
+async def side(pg_dsn: str, pgq: Queue) -> AsyncIterator[SideTable]:
+    # Depends on pgq so that it is torn down (and its table dropped) before the queue's.
+    conn = await asyncpg.connect(pg_dsn)
+    await conn.execute(side_ddl(pgq.prefix))
+    try:
+        yield SideTable(conn, pgq.prefix)
+    finally:
+        await conn.execute(f"DROP TABLE IF EXISTS {pgq.prefix}side")
+        await conn.close()
+
+
+class WorkerProcess:
+    """One ``python -m tests.worker.proc`` process; output goes to files for diagnosis."""
+
+    def __init__(self, args: list[str], out: Path) -> None:
+        self.args = args
+        self.out = out
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+        self.err = out.with_suffix(".err")
+        with open(out, "wb") as sink, open(self.err, "wb") as errors:
+            self.popen = subprocess.Popen(
+                [sys.executable, "-m", "tests.worker.proc", *args], cwd=ROOT, env=env,
+                stdout=sink, stderr=errors, stdin=subprocess.DEVNULL)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def exited(self) -> bool:
+        return self.popen.poll() is not None
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.poll()
+
+    def signal(self, signum: int) -> None:
+        self.popen.send_signal(signum)
+
+    def kill9(self) -> None:
+        self.popen.send_signal(signal.SIGKILL)
+        self.popen.wait(10)
+
+    def output(self) -> str:
+        """The structlog lines (stdout)."""
+        return self.out.read_text(errors="replace")
+
+    def errors(self) -> str:
+        return self.err.read_text(errors="replace")
+
+    def logged(self, event: str) -> bool:
+        return f'"event": "{event}"' in self.output()
+
+
+@pytest.fixture
+def spawn(pg_dsn: str, pgq: Queue, tmp_path: Path) -> Iterator[Any]:
+    """``spawn(name=..., concurrency=..., ...)`` starts a worker process on the test's queue;
+    every process still alive at teardown is killed (before the tables are dropped)."""
+    started: list[WorkerProcess] = []
+
+    def start(**options: Any) -> WorkerProcess:
+        args = ["--dsn", pg_dsn, "--prefix", pgq.prefix]
+        for key, value in options.items():
+            if value is not None:
+                args += [f"--{key.replace('_', '-')}", str(value)]
+        proc = WorkerProcess(args, tmp_path / f"worker-{len(started)}.log")
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.alive():
+            proc.kill9()
+
+
+async def worker_up(queue: Queue, proc: WorkerProcess) -> bool:
+    """True once ``proc`` has booted (its heartbeat row exists); fails fast if it died."""
+    if proc.exited():
+        raise AssertionError(
+            f"worker exited with {proc.returncode}:\n{proc.output()}\n{proc.errors()}")
+    return any(w.pid == proc.pid for w in await queue.workers())
+
+
+@asynccontextmanager
+async def running(worker: Worker, *, ready: bool = True) -> AsyncIterator[Worker]:
+    """Run ``worker`` in the background for the block, then drain it (errors surface here)."""
+    task = asyncio.create_task(worker.run())
+    try:
+        if ready:
+            async def up() -> bool:
+                if task.done():
+                    task.result()  # raises the worker's error
+                    raise AssertionError("the worker stopped before it was ready")
+                return worker.health.ready
+            await wait_for(up, timeout=15, what="the worker to be ready")
+        yield worker
+    finally:
+        if not task.done():
+            await asyncio.wait_for(worker.drain(grace=0), 15)
+        await asyncio.wait_for(task, 15)

@@ -1,0 +1,296 @@
+"""Claims lost under a running handler, cancels reaching it, and the LISTEN connection
+dying under an idle worker (DESIGN §4 rules 4, 8, 11; §6 waker). In-process workers on
+PostgreSQL, observed through the database, their logs and their metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+from typing import Any
+from uuid import UUID
+
+import pytest
+from structlog.testing import capture_logs
+
+import venturi
+from venturi import Outcome, Queue, Status
+from venturi.errors import DatabaseUnavailable
+from venturi.store.base import Action, ClaimRequest, Settlement
+from venturi.store.postgres import PostgresStore
+from venturi.worker.metrics import WorkerMetrics
+
+from ..conftest import wait_for
+from .conftest import running
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Probe:
+    """What a handler tells the test: it started, it was cancelled; and a gate it waits on."""
+
+    started: asyncio.Event
+    cancelled: asyncio.Event
+    gate: asyncio.Event
+    started_at: dict[UUID, float]
+
+    @classmethod
+    def reset(cls) -> None:
+        cls.started, cls.cancelled, cls.gate = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        cls.started_at = {}
+
+    @classmethod
+    async def hold(cls, ctx: venturi.Context) -> None:
+        cls.started_at[ctx.job_id] = time.monotonic()
+        cls.started.set()
+        try:
+            await cls.gate.wait()
+        except BaseException:
+            cls.cancelled.set()
+            raise
+
+
+class Gated(venturi.Task, kind="wf.gated", lease=dt.timedelta(seconds=30)):
+    """Finishes when the test opens the gate; renewal (every 10 s) stays out of the way."""
+
+    async def run(self, ctx: venturi.Context) -> str:
+        await Probe.hold(ctx)
+        return "slow-done"
+
+
+class Clinger(venturi.Task, kind="wf.clinger", lease=dt.timedelta(seconds=3)):
+    """Never finishes by itself; renewed every second."""
+
+    async def run(self, ctx: venturi.Context) -> None:
+        await Probe.hold(ctx)
+
+
+@pytest.fixture(autouse=True)
+def probe() -> type[Probe]:
+    Probe.reset()
+    return Probe
+
+
+async def take_over(store: PostgresStore, job_id: UUID, claimed_by: str,
+                    task: type[venturi.Task]) -> None:
+    """Another claimer with the SAME identity takes the job at a new epoch: its lease is
+    forced to expire, the reaper's statement recovers it, and a claim takes it again."""
+    while True:
+        await store.pool.execute(
+            f"UPDATE {store.prefix}jobs SET claim_expires_at = now() - interval '1 second'"
+            " WHERE id = $1 AND status = 'claimed'", job_id)
+        await store.recover_stale()
+        row = await store.job(job_id)
+        assert row is not None
+        if row.status is Status.PENDING:
+            break  # else a renewal slipped in between: expire it again
+    jobs = await store.claim(ClaimRequest(claimed_by, {task.__task__.kind: task.__task__.lease},
+                                          1))
+    assert [j.id for j in jobs] == [job_id]
+
+
+def events(logs: list[dict[str, Any]], name: str, job_id: UUID | None = None) -> list[Any]:
+    return [e for e in logs
+            if e["event"] == name and (job_id is None or e.get("job_id") == str(job_id))]
+
+
+async def test_slow_handler_whose_claim_was_taken_over_cannot_settle(
+        pgq: Queue, probe: type[Probe]) -> None:
+    store = pgq.store
+    assert isinstance(store, PostgresStore)
+    worker = venturi.Worker(pgq, tasks=[Gated], concurrency=1)  # its one slot stays busy
+    job = await pgq.enqueue(Gated())
+    with capture_logs() as logs:
+        async with running(worker):
+            await wait_for(probe.started.is_set, what="the handler to start")
+            await take_over(store, job.id, worker.claimed_by, Gated)
+            row = await pgq.job(job.id)
+            assert row is not None and (row.claimed_by, row.run_count) == (worker.claimed_by, 2)
+
+            probe.gate.set()  # the old epoch's handler finishes and tries to settle
+            await wait_for(lambda: events(logs, "settle_refused", job.id),
+                           what="the old epoch's settle to be refused")
+            row = await pgq.job(job.id)
+            assert row is not None and (row.status, row.run_count) == (Status.CLAIMED, 2)
+            assert [(e.run_no, e.outcome) for e in await pgq.journal(job.id)] == [
+                (1, Outcome.STALE_RECOVERED)]
+
+            (settled,) = await store.settle_many(worker.claimed_by, [
+                Settlement(job.id, 2, Action.COMPLETE, note="new-epoch")])
+            assert settled.applied
+    assert [(e.run_no, e.outcome, e.note) for e in await pgq.journal(job.id)] == [
+        (1, Outcome.STALE_RECOVERED, "lease-expired"), (2, Outcome.COMPLETED, "new-epoch")]
+    assert not events(logs, "job_completed")
+
+
+async def test_renewal_finding_the_claim_lost_cancels_the_handler(
+        pgq: Queue, probe: type[Probe]) -> None:
+    store = pgq.store
+    assert isinstance(store, PostgresStore)
+    worker = venturi.Worker(pgq, tasks=[Clinger], concurrency=1)
+    job = await pgq.enqueue(Clinger())
+    with capture_logs() as logs:
+        async with running(worker):
+            await wait_for(probe.started.is_set, what="the handler to start")
+            await take_over(store, job.id, worker.claimed_by, Clinger)
+            assert not probe.cancelled.is_set()
+            # The next renewal (within a second) finds epoch 1 gone.
+            await wait_for(probe.cancelled.is_set, timeout=5, what="the handler to be cancelled")
+            await wait_for(lambda: events(logs, "lease_lost", job.id), what="lease_lost")
+            assert worker.held == 0
+    # Nothing settled for the lost epoch: the new one still holds the row.
+    row = await pgq.job(job.id)
+    assert row is not None and (row.status, row.run_count) == (Status.CLAIMED, 2)
+    assert [e.outcome for e in await pgq.journal(job.id)] == [Outcome.STALE_RECOVERED]
+    assert not events(logs, "settle_refused")
+
+
+async def test_cancel_reaches_a_running_handler_at_once(
+        pgq: Queue, probe: type[Probe]) -> None:
+    worker = venturi.Worker(pgq, tasks=[Gated], concurrency=2)
+    job = await pgq.enqueue(Gated())
+    with capture_logs() as logs:
+        async with running(worker):
+            await wait_for(probe.started.is_set, what="the handler to start")
+            sent = time.monotonic()
+            assert await pgq.cancel(ids=[job.id]) == 1
+            # The lease is 30 s and renewal every 10 s: only the control channel is this fast.
+            await wait_for(probe.cancelled.is_set, timeout=3, what="the handler to be cancelled")
+            assert time.monotonic() - sent < 1.0
+            await wait_for(lambda: events(logs, "job_cancelled", job.id), what="job_cancelled")
+            assert await pgq.job(job.id) is None
+            assert worker.held == 0
+            # The worker goes on.
+            probe.reset()
+            probe.gate.set()
+            other = await pgq.enqueue(Gated())
+            await wait_for(lambda: _status(pgq, other.id, Status.COMPLETED), what="next job")
+    assert not events(logs, "settle_refused") and not events(logs, "lease_lost")
+    assert not events(logs, "job_released") and await pgq.journal(job.id) == []
+
+
+async def test_waker_reconnects_after_its_backend_is_terminated(
+        pgq: Queue, probe: type[Probe]) -> None:
+    store = pgq.store
+    assert isinstance(store, PostgresStore)
+    metrics = WorkerMetrics()
+    # A 60 s poll: only LISTEN can pick work up within a second.
+    worker = venturi.Worker(pgq, tasks=[Gated], concurrency=1, poll_interval=60, metrics=metrics)
+    probe.gate.set()
+    listen_sql = (f"SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN \"{pgq.prefix}%'"
+                  " AND pid <> pg_backend_pid()")
+    with capture_logs() as logs:
+        async with running(worker):
+            pids = await store.pool.fetch(listen_sql)
+            assert len(pids) == 1
+            assert await store.pool.fetchval("SELECT pg_terminate_backend($1)", pids[0]["pid"])
+            await wait_for(lambda: events(logs, "waker_reconnected"), timeout=10,
+                           what="the waker to reconnect")
+            assert metrics.registry.get_sample_value("venturi_waker_reconnects_total") == 1
+            await wait_for(lambda: worker.health.ready, what="ready again")
+            (down,) = events(logs, "db_unavailable")
+            assert down["service"] == "waker"
+            new_pids = await store.pool.fetch(listen_sql)
+            assert len(new_pids) == 1 and new_pids[0]["pid"] != pids[0]["pid"]
+
+            sent = time.monotonic()
+            job = await pgq.enqueue(Gated())
+            await wait_for(lambda: job.id in probe.started_at, timeout=5, what="pickup")
+            assert probe.started_at[job.id] - sent < 1.0
+            await wait_for(lambda: _status(pgq, job.id, Status.COMPLETED), what="completion")
+
+
+class Brief(venturi.Task, kind="wf.brief", lease=dt.timedelta(seconds=1.5)):
+    """Like Clinger, on a lease short enough to watch its local deadline pass."""
+
+    async def run(self, ctx: venturi.Context) -> None:
+        await Probe.hold(ctx)
+
+
+class Blocker(venturi.Task, kind="wf.blocker", lease=dt.timedelta(seconds=1.5)):
+    async def run(self, ctx: venturi.Context) -> None:
+        time.sleep(0.8)  # noqa: ASYNC251 - blocking the event loop is the point
+
+
+async def test_handler_stops_at_its_local_deadline_when_renewals_fail(
+        pgq: Queue, probe: type[Probe]) -> None:
+    """Rule 8: no renewal, no run past the last renewal + 2/3 lease, and no settle."""
+    store = pgq.store
+
+    async def unreachable(claimed_by: str, renewals: Any) -> Any:
+        raise DatabaseUnavailable("injected: renewal cannot reach the database")
+
+    worker = venturi.Worker(pgq, tasks=[Brief], concurrency=1)
+    with capture_logs() as logs:
+        async with running(worker):
+            store.extend_leases = unreachable  # type: ignore[method-assign]
+            try:
+                job = await pgq.enqueue(Brief())
+                await wait_for(probe.cancelled.is_set, timeout=5, what="the deadline")
+                stopped = time.monotonic() - probe.started_at[job.id]
+                await wait_for(lambda: events(logs, "lease_lost", job.id), what="lease_lost")
+            finally:
+                del store.extend_leases
+    # Before the lease runs out, so nobody else can have reclaimed it while it ran.
+    assert 0.6 <= stopped < 1.5, stopped
+    row = await pgq.job(job.id)
+    assert row is not None and (row.status, row.run_count) == (Status.CLAIMED, 1)
+    assert await pgq.journal(job.id) == []
+
+
+async def test_event_loop_stall_is_logged(pgq: Queue) -> None:
+    worker = venturi.Worker(pgq, tasks=[Blocker], concurrency=1)
+    with capture_logs() as logs:
+        async with running(worker):
+            job = await pgq.enqueue(Blocker())
+            await wait_for(lambda: events(logs, "event_loop_stalled"), what="the stall warning")
+            await wait_for(lambda: _status(pgq, job.id, Status.COMPLETED), what="completion")
+    (stall, *_) = events(logs, "event_loop_stalled")
+    assert stall["seconds"] >= 0.5
+
+
+async def test_cancel_reaches_a_prefetched_job_before_it_runs(
+        pgq: Queue, probe: type[Probe]) -> None:
+    worker = venturi.Worker(pgq, tasks=[Gated], concurrency=1, prefetch=1)
+    first = await pgq.enqueue(Gated())
+    with capture_logs() as logs:
+        async with running(worker):
+            await wait_for(probe.started.is_set, what="the first job to start")
+            second = await pgq.enqueue(Gated())
+            await wait_for(lambda: worker.held == 2, what="the prefetch")
+            assert await pgq.cancel(ids=[second.id]) == 1
+            await wait_for(lambda: events(logs, "job_cancelled", second.id), what="the cancel")
+            assert worker.held == 1
+            probe.gate.set()
+            await wait_for(lambda: _status(pgq, first.id, Status.COMPLETED), what="first job")
+    assert second.id not in probe.started_at and await pgq.job(second.id) is None
+    assert not events(logs, "settle_refused")
+
+
+async def test_worker_drains_when_another_session_takes_its_name(pgq: Queue) -> None:
+    """Rule 9: the name's lock, lost and taken elsewhere, is not re-taken: the worker drains."""
+    store = pgq.store
+    assert isinstance(store, PostgresStore)
+    worker = venturi.Worker(pgq, tasks=[Gated], concurrency=1, name="contested")
+    key = f"venturi:worker:{pgq.prefix}:contested"
+    holder_sql = ("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                  " AND ((classid::bigint << 32) | objid::bigint) = hashtextextended($1, 0)")
+    rival = await store.pool.acquire()
+    try:
+        with capture_logs() as logs:
+            async with running(worker):
+                (holder,) = await rival.fetch(holder_sql, key)
+                await rival.execute("SELECT pg_terminate_backend($1)", holder["pid"])
+                # Queued behind the dying session: granted the moment it ends.
+                await rival.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", key)
+                await wait_for(lambda: worker.draining, timeout=10, what="the worker to drain")
+        assert events(logs, "identity_taken")
+        assert worker.exit_code == 0
+    finally:
+        await rival.execute("SELECT pg_advisory_unlock_all()")
+        await store.pool.release(rival)
+
+
+async def _status(queue: Queue, job_id: UUID, status: Status) -> bool:
+    row = await queue.job(job_id)
+    return row is not None and row.status is status

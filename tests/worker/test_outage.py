@@ -1,0 +1,220 @@
+"""Losing the database is not a crash (DESIGN §4 rule 15), on a private cluster that the
+test stops for longer than a lease, and restarts, under a running worker."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import signal
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+import pytest
+from structlog.testing import capture_logs
+
+import venturi
+from venturi import Outcome, Queue, Status
+from venturi.errors import ConfigError
+from venturi.store.postgres import PostgresStore
+
+from ..conftest import drop_prefix, new_prefix, wait_for
+from ..faults_cluster import PrivateCluster, private_pg  # noqa: F401
+from .conftest import SideTable, WorkerProcess, running, worker_up
+from .proctasks import Long, side_ddl
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(180)]
+OUTAGE = 12.0  # seconds: longer than the lease below, so a reap before the flush would show
+
+
+class Gate:
+    open: asyncio.Event
+    started: dict[UUID, float]
+    finished: set[UUID]
+
+    @classmethod
+    def reset(cls) -> None:
+        cls.open, cls.started, cls.finished = asyncio.Event(), {}, set()
+
+
+class Held(venturi.Task, kind="wo.held", lease=dt.timedelta(seconds=9)):
+    async def run(self, ctx: venturi.Context) -> str:
+        Gate.started[ctx.job_id] = time.monotonic()
+        await Gate.open.wait()
+        Gate.finished.add(ctx.job_id)
+        return "done"
+
+
+@pytest.fixture
+async def outage_queue(private_pg: PrivateCluster) -> AsyncIterator[Queue]:  # noqa: F811
+    prefix = new_prefix()
+    store = await PostgresStore.connect(private_pg.dsn, prefix=prefix, max_size=10)
+    await store.migrate()
+    try:
+        yield Queue(store)
+    finally:
+        await store.close()
+        if private_pg.running():
+            await drop_prefix(private_pg.dsn, prefix)
+
+
+def count(logs: list[dict[str, Any]], event: str) -> int:
+    return sum(1 for e in logs if e["event"] == event)
+
+
+async def picked_up_at_listen_speed(queue: Queue) -> None:
+    """With a 60 s poll, only LISTEN starts a job within a second of its enqueue."""
+    sent = time.monotonic()
+    job = await queue.enqueue(Held())
+    await wait_for(lambda: job.id in Gate.started, timeout=5, what="pickup")
+    assert Gate.started[job.id] - sent < 1.0
+
+
+async def lock_is_held(queue: Queue, name: str) -> None:
+    """The name's lock died with its session and was taken again (rule 9)."""
+    store = queue.store
+    assert isinstance(store, PostgresStore)
+    key = f"venturi:worker:{queue.prefix}:{name}"
+
+    async def held() -> bool:
+        return bool(await store.pool.fetchval(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND ((classid::bigint << 32) | objid::bigint) = hashtextextended($1, 0)", key))
+    await wait_for(held, timeout=10, what="the name's lock to be taken again")
+    with pytest.raises(ConfigError, match="held by a live worker"):
+        await venturi.Worker(queue, tasks=[Held], name=name).run()
+
+
+async def completed_once(queue: Queue, ids: list[UUID]) -> None:
+    for id in ids:
+        row = await queue.job(id)
+        assert row is not None and (row.status, row.run_count, row.failure_count) == (
+            Status.COMPLETED, 1, 0)
+        assert [(e.run_no, e.outcome) for e in await queue.journal(id)] == [
+            (1, Outcome.COMPLETED)]
+
+
+async def test_worker_rides_out_a_database_outage_and_a_restart(
+        private_pg: PrivateCluster, outage_queue: Queue) -> None:  # noqa: F811
+    queue = outage_queue
+    Gate.reset()
+    worker = venturi.Worker(queue, tasks=[Held], concurrency=4, poll_interval=60,
+                            name="survivor")
+    with capture_logs() as logs:
+        async with running(worker) as w:
+            jobs = [(await queue.enqueue(Held())).id for _ in range(4)]
+            await wait_for(lambda: len(Gate.started) == 4, what="four jobs to start")
+
+            # The outage: the jobs finish while the database is down.
+            await asyncio.to_thread(private_pg.stop)
+            stopped = time.monotonic()
+            await wait_for(lambda: not w.health.ready, what="not ready")
+            Gate.open.set()
+            await wait_for(lambda: len(Gate.finished) == 4, what="the handlers to finish")
+            while time.monotonic() - stopped < OUTAGE:
+                assert not w.health.ready and w.health.alive
+                assert w.held == 4  # buffered settlements keep their jobs held
+                await asyncio.sleep(0.1)
+            assert count(logs, "db_unavailable") == 1
+            await asyncio.to_thread(private_pg.start)
+
+            await wait_for(lambda: w.health.ready, timeout=20, what="ready again")
+            await wait_for(lambda: w.held == 0, timeout=10, what="the flush")
+            # Flushed before the first reap: every lease had run out, yet no job was
+            # recovered and none completed twice.
+            await completed_once(queue, jobs)
+            assert count(logs, "db_unavailable") == 1 and count(logs, "db_available") >= 1
+            assert count(logs, "job_recovered") == 0 and count(logs, "settle_refused") == 0
+            await lock_is_held(queue, "survivor")
+            Gate.reset()
+            Gate.open.set()
+            await picked_up_at_listen_speed(queue)
+
+            # A restart, with jobs in flight.
+            Gate.reset()
+            more = [(await queue.enqueue(Held())).id for _ in range(2)]
+            await wait_for(lambda: len(Gate.started) == 2, what="two jobs to start")
+            await asyncio.to_thread(private_pg.restart)
+            Gate.open.set()
+            await wait_for(lambda: w.held == 0, timeout=20, what="the settles after restart")
+            await wait_for(lambda: w.health.ready, timeout=20, what="ready after restart")
+            await completed_once(queue, more)
+            assert count(logs, "db_unavailable") == 2  # once per outage
+            await picked_up_at_listen_speed(queue)
+            await lock_is_held(queue, "survivor")
+    assert worker.exit_code == 0
+
+
+async def test_worker_started_while_the_database_is_down_waits_for_it(
+        private_pg: PrivateCluster, outage_queue: Queue) -> None:  # noqa: F811
+    queue = outage_queue
+    Gate.reset()
+    Gate.open.set()
+    job = await queue.enqueue(Held())
+    await asyncio.to_thread(private_pg.stop)
+    worker = venturi.Worker(queue, tasks=[Held], concurrency=1, name="patient")
+    with capture_logs() as logs:
+        async with running(worker, ready=False) as w:
+            await wait_for(lambda: count(logs, "db_unavailable") == 1, what="db_unavailable")
+            assert not w.health.ready
+            await asyncio.to_thread(private_pg.start)
+            await wait_for(lambda: w.health.ready, timeout=20, what="ready after the outage")
+            await wait_for(lambda: job.id in Gate.finished, timeout=10, what="the queued job")
+            await wait_for(lambda: w.held == 0, what="its settle")
+            await completed_once(queue, [job.id])
+    assert count(logs, "db_unavailable") == 1
+
+
+@pytest.fixture
+async def side_on_private(outage_queue: Queue, private_pg: PrivateCluster) -> SideTable:  # noqa: F811
+    conn = await asyncpg.connect(private_pg.dsn)
+    await conn.execute(side_ddl(outage_queue.prefix))
+    return SideTable(conn, outage_queue.prefix)
+
+
+@pytest.mark.parametrize("second_signal", [False, True])
+async def test_signals_stop_a_worker_whose_settlements_wait_for_the_database(
+        private_pg: PrivateCluster, outage_queue: Queue,  # noqa: F811
+        side_on_private: SideTable, tmp_path: Path, second_signal: bool) -> None:
+    """A drain must not wait for the database: exit 0 after the bounded final flush, or 130
+    at once on a second signal, leaving the unwritten settlements to their leases."""
+    queue = outage_queue
+    grace = 3.0
+    w = WorkerProcess(["--dsn", private_pg.dsn, "--prefix", queue.prefix, "--grace", str(grace),
+                       "--concurrency", "2"], tmp_path / "worker.log")
+    try:
+        await wait_for(lambda: worker_up(queue, w), timeout=20)
+        ends = tmp_path / "ends"
+        ends.mkdir()
+        await queue.enqueue_many([Long(seconds=1.5, end_dir=str(ends)) for _ in range(2)])
+        await wait_for(lambda: _started(side_on_private, 2), what="both jobs to start")
+        await side_on_private.conn.close()
+        await asyncio.to_thread(private_pg.stop)
+        # Both runs end during the outage: their settlements are buffered.
+        await wait_for(lambda: len(list(ends.iterdir())) == 2, what="both runs to end")
+        await wait_for(lambda: w.logged("db_unavailable"), what="the outage to be noticed")
+        sent = time.monotonic()
+        w.signal(signal.SIGTERM)
+        if second_signal:
+            await wait_for(lambda: w.logged("drain_requested"), what="the drain to begin")
+            sent = time.monotonic()
+            w.signal(signal.SIGINT)
+            await wait_for(w.exited, timeout=10, what="the forced stop")
+            assert w.returncode == 130, w.errors()
+            assert time.monotonic() - sent < 2.5, w.output()
+        else:
+            await wait_for(w.exited, timeout=20, what="the drained worker to exit")
+            assert w.returncode == 0, w.errors()
+            # Nothing is running, so no grace period: only the bounded final flush (5 s).
+            assert time.monotonic() - sent < 5 + 2, w.output()
+        assert w.logged("settlements_unflushed")
+    finally:
+        if w.alive():
+            w.kill9()
+
+
+async def _started(side: SideTable, n: int) -> bool:
+    return len(await side.rows()) >= n

@@ -1,0 +1,181 @@
+"""When the worker runs what: the next-visible-at timer, anti-starvation shares and
+periodic occurrences, with the worker in the loop (DESIGN §4 rules 3, 12; §6 timer)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import itertools
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+import venturi
+from venturi import Queue, Status
+from venturi.store.base import ClaimRequest, JobRecord
+from venturi.store.postgres import PostgresStore
+
+from ..conftest import wait_for
+from .conftest import running
+
+pytestmark = pytest.mark.timeout(60)
+STARTED: dict[UUID, dt.datetime] = {}
+
+
+class Stamp(venturi.Task, kind="ws.stamp"):
+    async def run(self, ctx: venturi.Context) -> None:
+        STARTED[ctx.job_id] = dt.datetime.now(dt.UTC)
+
+
+class Flood(venturi.Task, kind="ws.flood", priority=venturi.Priority.HIGH):
+    async def run(self, ctx: venturi.Context) -> None:
+        return None
+
+
+class Routine(venturi.Task, kind="ws.routine", priority=venturi.Priority.NORMAL):
+    async def run(self, ctx: venturi.Context) -> None:
+        return None
+
+
+class Chore(venturi.Task, kind="ws.chore", priority=venturi.Priority.LOW):
+    async def run(self, ctx: venturi.Context) -> None:
+        return None
+
+
+class EverySecond(venturi.Task, kind="ws.every", every=dt.timedelta(seconds=1)):
+    async def run(self, ctx: venturi.Context) -> None:
+        STARTED[ctx.job_id] = dt.datetime.now(dt.UTC)
+
+
+async def test_timer_starts_delayed_jobs_when_they_become_visible(pgq: Queue) -> None:
+    STARTED.clear()
+    # A 60 s poll: only the timer can start these on time.
+    worker = venturi.Worker(pgq, tasks=[Stamp], concurrency=2, poll_interval=60)
+    early = await pgq.enqueue(Stamp(), delay=dt.timedelta(seconds=1.5))  # found at boot
+    async with running(worker):
+        late = await pgq.enqueue(Stamp(), delay=dt.timedelta(seconds=1))  # told by NOTIFY
+        await wait_for(lambda: {early.id, late.id} <= STARTED.keys(), timeout=10,
+                       what="both delayed jobs to start")
+    for job in (early, late):
+        row = await pgq.job(job.id)
+        assert row is not None and row.status is Status.COMPLETED
+        lag = (STARTED[job.id] - row.visible_at).total_seconds()
+        assert 0 <= lag < 0.2, f"started {lag:.3f}s after it became visible"
+
+
+async def test_low_tiers_get_their_share_under_a_high_priority_flood(pgq: Queue) -> None:
+    await pgq.enqueue_many([Flood() for _ in range(150)])  # the oldest work is all tier 0
+    await pgq.enqueue_many([Routine() for _ in range(30)] + [Chore() for _ in range(30)])
+    store = pgq.store
+    claimed: list[int] = []
+    real_claim = store.claim
+
+    async def recording_claim(request: ClaimRequest) -> list[JobRecord]:
+        jobs = await real_claim(request)
+        claimed.extend(j.priority for j in jobs)
+        return jobs
+
+    store.claim = recording_claim  # type: ignore[method-assign]
+    try:
+        worker = venturi.Worker(pgq, tasks=[Flood, Routine, Chore], concurrency=4)
+        await asyncio.wait_for(worker.run(until_empty=True), 30)
+    finally:
+        del store.claim
+    assert len(claimed) == 210
+    first = claimed[:100]
+    shares = {tier: first.count(tier) for tier in (0, 1, 2)}
+    assert shares[0] >= 50 and shares[1] >= 10 and shares[2] >= 10, shares
+
+
+async def test_three_workers_keep_one_periodic_occurrence_and_completion_schedules_the_next(
+        pgq: Queue) -> None:
+    STARTED.clear()
+    store = pgq.store
+    assert isinstance(store, PostgresStore)
+    seeded: list[int] = []
+    real_seed = store.seed_periodic
+
+    async def recording_seed(jobs: Any) -> int:
+        n = await real_seed(jobs)
+        seeded.append(n)
+        return n
+
+    store.seed_periodic = recording_seed  # type: ignore[method-assign]
+    workers = [venturi.Worker(pgq, tasks=[EverySecond], concurrency=1, name=f"p{i}")
+               for i in range(3)]
+    rows_sql = (f"SELECT id, status, visible_at, finished_at FROM {pgq.prefix}jobs"
+                " WHERE kind = 'ws.every' ORDER BY visible_at")
+    live_counts: list[int] = []
+
+    async def live() -> int:
+        n = await pgq.count(kind="ws.every", statuses=["pending", "claimed"])
+        live_counts.append(n)
+        return n
+
+    tasks = [asyncio.create_task(w.run()) for w in workers]  # all three boot at once
+    try:
+        await wait_for(lambda: len(seeded) == 3, what="every worker to seed")
+        assert sorted(seeded) == [0, 0, 1]  # one insert, two no-ops
+        assert await live() == 1
+
+        async def two_completed() -> bool:
+            await live()
+            return await pgq.count(kind="ws.every", statuses=["completed"]) >= 2
+        await wait_for(two_completed, timeout=10, what="two occurrences to complete")
+    finally:
+        for w in workers:
+            await asyncio.wait_for(w.drain(grace=0), 10)
+        await asyncio.gather(*tasks)
+        del store.seed_periodic
+    assert set(live_counts) == {1}, live_counts  # never two, never none
+    rows = await store.pool.fetch(rows_sql)
+    done = [r for r in rows if r["status"] == "completed"]
+    assert len(done) >= 2 and [r["status"] for r in rows[len(done):]] == ["pending"]
+    for previous, following in itertools.pairwise(rows):
+        assert previous["status"] == "completed"
+        tick = following["visible_at"]
+        assert tick.microsecond == 0  # every= ticks are aligned to the epoch
+        # The next tick after the completion, missed ticks skipped.
+        assert previous["finished_at"] < tick <= previous["finished_at"] + dt.timedelta(seconds=1)
+    for r in done:
+        (entry,) = await pgq.journal(r["id"])
+        assert entry.outcome is venturi.Outcome.COMPLETED
+
+
+async def test_workers_claim_only_their_kinds_and_never_the_same_job(pgq: Queue) -> None:
+    """Rules 2, 4, 5 under concurrency: three workers, one of them serving a subset."""
+    STARTED.clear()
+    runs: list[UUID] = []
+    stamps = await pgq.enqueue_many([Stamp() for _ in range(150)])
+    floods = await pgq.enqueue_many([Flood() for _ in range(150)])
+    real_run = Stamp.run
+
+    async def counted(self: Stamp, ctx: venturi.Context) -> None:
+        runs.append(ctx.job_id)
+        await real_run(self, ctx)
+
+    Stamp.run = counted  # type: ignore[method-assign]
+    try:
+        only_flood = venturi.Worker(pgq, tasks=[Stamp, Flood], kinds=["ws.flood"], concurrency=4)
+        both = [venturi.Worker(pgq, tasks=[Stamp, Flood], concurrency=4) for _ in range(2)]
+        async with running(only_flood):
+            await wait_for(lambda: _all_done(pgq, floods), timeout=20, what="the floods")
+            assert await pgq.count(kind="ws.stamp", statuses=["pending"]) == 150
+            await asyncio.gather(*(w.run(until_empty=True) for w in both))
+    finally:
+        del Stamp.run
+    assert sorted(runs) == sorted(stamps)  # each exactly once
+    store = pgq.store
+    assert isinstance(store, PostgresStore)
+    summary = await store.pool.fetch(
+        f"SELECT j.status, j.run_count, array_agg(e.run_no || ':' || e.outcome) AS entries"
+        f" FROM {pgq.prefix}jobs AS j JOIN {pgq.prefix}journal AS e"
+        " ON e.job_id = j.id GROUP BY j.id")
+    assert len(summary) == 300
+    assert {(r["status"], r["run_count"], tuple(r["entries"])) for r in summary} == {
+        ("completed", 1, ("1:completed",))}
+
+
+async def _all_done(queue: Queue, ids: list[UUID]) -> bool:
+    return await queue.count(statuses=["completed"]) >= len(ids)
