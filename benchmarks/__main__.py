@@ -25,8 +25,7 @@ async def run(args: argparse.Namespace) -> list[Figure]:
     if unknown:
         raise SystemExit(f"unknown scenario(s) {unknown}; known: {', '.join(SCENARIOS)}")
     dsn = _dsn(args.dsn)
-    command = "python -m benchmarks " + shlex.join(sys.argv[1:])
-    env = await report.environment(dsn, command)
+    env = await report.environment(dsn, args.command_line)
     env["load_before"] = report.load_average()
     bench = Bench(dsn=dsn, size=SIZES[args.size])
     for name in names:
@@ -60,13 +59,16 @@ def main(argv: list[str] | None = None) -> None:
     p_explain.add_argument("--finished", type=int, default=1_000_000)
     p_explain.add_argument("--future", type=int, default=100_000)
     p_explain.add_argument("--dsn")
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
+    args.command_line = "python -m benchmarks " + shlex.join(argv)
     if args.command == "run":
         asyncio.run(run(args))
     else:
         from . import explain
 
-        asyncio.run(explain.main(_dsn(args.dsn), Path(args.out), args.finished, args.future))
+        asyncio.run(explain.main(_dsn(args.dsn), Path(args.out), args.finished, args.future,
+                                 args.command_line))
 
 
 if __name__ == "__main__":

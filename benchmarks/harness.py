@@ -84,19 +84,8 @@ class Bench:
         self.figures.append(figure)
         return figure
 
-    @contextlib.asynccontextmanager
-    async def fresh_prefix(self) -> AsyncIterator[str]:
-        """A migrated throwaway prefix, dropped afterwards whatever happens."""
-        prefix = f"bench{secrets.token_hex(4)}_"
-        store = await PostgresStore.connect(self.dsn, prefix=prefix, max_size=2)
-        try:
-            await store.migrate()
-        finally:
-            await store.close()
-        try:
-            yield prefix
-        finally:
-            await drop_prefix(self.dsn, prefix)
+    def fresh_prefix(self) -> contextlib.AbstractAsyncContextManager[str]:
+        return fresh_prefix(self.dsn)
 
 
 ScenarioFn = Callable[[Bench], Awaitable[None]]
@@ -125,6 +114,21 @@ def scenario(name: str, title: str) -> Callable[[ScenarioFn], ScenarioFn]:
     return register
 
 
+@contextlib.asynccontextmanager
+async def fresh_prefix(dsn: str) -> AsyncIterator[str]:
+    """A migrated throwaway prefix, dropped afterwards whatever happens."""
+    prefix = f"bench{secrets.token_hex(4)}_"
+    try:
+        store = await PostgresStore.connect(dsn, prefix=prefix, max_size=2)
+        try:
+            await store.migrate()
+        finally:
+            await store.close()
+        yield prefix
+    finally:
+        await drop_prefix(dsn, prefix)
+
+
 async def drop_prefix(dsn: str, prefix: str) -> None:
     conn = await asyncpg.connect(dsn)
     try:
@@ -134,10 +138,10 @@ async def drop_prefix(dsn: str, prefix: str) -> None:
         await conn.close()
 
 
-async def timed(fn: Callable[[], Awaitable[Any]]) -> float:
+async def timed(fn: Callable[..., Awaitable[Any]], *args: Any) -> float:
     """Wall-clock seconds of one awaited call (perf_counter: monotonic, high resolution)."""
     start = time.perf_counter()
-    await fn()
+    await fn(*args)
     return time.perf_counter() - start
 
 
@@ -157,23 +161,31 @@ async def measure(
     jobs: int,
     contenders: dict[str, Contender],
     *,
+    step: int,
     warmup: int = 100,
 ) -> dict[str, list[float]]:
     """Time each contender on jobs ``[0, jobs)``, ``bench.size.runs`` times.
 
     A contender is called as ``fn(lo, hi)`` to insert jobs ``lo..hi-1``. All
-    are warmed up first (prepared statements, caches); every run starts from
-    empty tables, and the order rotates between runs so that no contender
-    always goes first into a machine another process has just disturbed.
+    are warmed up first (prepared statements, caches). Every run starts from
+    empty tables, and the contenders take turns by slices of ``step`` jobs in
+    an order that rotates: on a shared machine, a burst of load from another
+    process then falls on all of them alike instead of on whoever ran then.
     """
     for fn in contenders.values():
         await fn(0, min(warmup, jobs))
     names = list(contenders)
     seconds: dict[str, list[float]] = {name: [] for name in names}
-    for run in range(bench.size.runs):
-        for name in names[run % len(names):] + names[:run % len(names)]:
-            await truncate(conn, *prefixes)
-            fn = contenders[name]
-            seconds[name].append(await timed(lambda fn=fn: fn(0, jobs)))  # type: ignore[misc]
+    turn = 0
+    for _run in range(bench.size.runs):
+        await truncate(conn, *prefixes)
+        spent = dict.fromkeys(names, 0.0)
+        for lo in range(0, jobs, step):
+            hi = min(lo + step, jobs)
+            turn += 1
+            for name in names[turn % len(names):] + names[:turn % len(names)]:
+                spent[name] += await timed(contenders[name], lo, hi)
+        for name in names:
+            seconds[name].append(spent[name])
     await truncate(conn, *prefixes)
     return seconds

@@ -10,7 +10,7 @@ from typing import Any
 from uuid import UUID
 
 from . import _codec
-from ._ids import uuid7
+from ._ids import uuid7, uuid7_many
 from .config import DEFAULT_PREFIX
 from .errors import InvalidJob, InvalidJobId, PayloadDecodeError, UnknownKind
 from .store.base import (
@@ -32,6 +32,7 @@ from .store.base import (
 from .task import Keep, Priority, Replace, Task, With, lookup
 
 MAX_DELAY = dt.timedelta(days=3650)
+NO_DELAY = dt.timedelta(0)
 JobLike = Task | tuple[str, Mapping[str, Any]]
 
 
@@ -128,6 +129,7 @@ class Queue:
         item: JobLike,
         *,
         index: int | None = None,
+        id: UUID | None = None,
         delay: dt.timedelta | None = None,
         at: dt.datetime | None = None,
         priority: Priority | int | str | None = None,
@@ -153,18 +155,19 @@ class Queue:
                 raise InvalidJob(str(exc)) from None
             subject = task.subject()
             dedup_key = task.dedup_key()
-            for name, value in (("subject", subject), ("dedup_key", dedup_key)):
-                if value is not None and (not isinstance(value, str) or "\x00" in value):
-                    raise InvalidJob(f"{name}() must return a string without NUL characters")
-                if value is not None and not _encodable(value):
-                    raise InvalidJob(f"{name}() returned a string with a lone surrogate")
+            if subject is not None or dedup_key is not None:
+                for name, value in (("subject", subject), ("dedup_key", dedup_key)):
+                    if value is not None and (not isinstance(value, str) or "\x00" in value):
+                        raise InvalidJob(f"{name}() must return a string without NUL characters")
+                    if value is not None and not _encodable(value):
+                        raise InvalidJob(f"{name}() returned a string with a lone surrogate")
         except InvalidJob as exc:
             if index is None:
                 raise
             raise InvalidJob(exc.reason, index=index) from None
         job = NewJob(
-            id=uuid7(), kind=options.kind, payload=payload, priority=int(prio),
-            max_failures=options.max_failures, delay=delay or dt.timedelta(0), at=at,
+            id=id or uuid7(), kind=options.kind, payload=payload, priority=int(prio),
+            max_failures=options.max_failures, delay=delay or NO_DELAY, at=at,
             dedup_key=dedup_key, subject=subject, periodic=options.periodic,
         )
         return job, task
@@ -227,13 +230,15 @@ class Queue:
         """Enqueue a batch atomically (one statement without dedup keys). Returns
         ids in input order; a merged item returns the surviving job's id. One bad
         item rejects the whole batch, naming its index."""
-        jobs: list[NewJob] = []
-        by_id: dict[UUID, Task] = {}
-        for index, item in enumerate(tasks):
-            job, task = self._new_job(item, index=index)
-            jobs.append(job)
-            by_id[job.id] = task
-        merge = self._merge_fn(by_id) if any(j.dedup_key for j in jobs) else None
+        new_job = self._new_job
+        built = [
+            new_job(item, index=index, id=id)
+            for index, (item, id) in enumerate(zip(tasks, uuid7_many(len(tasks)), strict=True))
+        ]
+        jobs = [job for job, _ in built]
+        merge = None
+        if any(job.dedup_key is not None for job in jobs):
+            merge = self._merge_fn({job.id: task for job, task in built})
         results = await self.store.enqueue(jobs, merge=merge, conn=conn)
         return [r.id for r in results]
 

@@ -60,7 +60,7 @@ async def enqueue_one(bench: Bench) -> None:
 
             secs = await measure(bench, conn, (vp, rp), n, {
                 "raw": raw, "pool": via_pool, "conn": via_conn,
-            })
+            }, step=250)
         finally:
             await conn.close()
     ref = "raw single-row INSERT"
@@ -118,7 +118,7 @@ async def enqueue_many(bench: Bench) -> None:
                 jobs = batch * count
                 secs = await measure(bench, conn, (vp, rp), jobs, {
                     "insert": raw_insert, "copy": raw_copy, "venturi": venturi,
-                }, warmup=min(batch, 1_000))
+                }, step=batch, warmup=min(batch, 1_000))
                 shape = f"{count:,} × {batch:,}" if count > 1 else f"1 × {batch:,}"
                 ins = f"raw INSERT ... unnest ({shape})"
                 copy = f"raw COPY ({shape})"

@@ -140,6 +140,25 @@ async def _atomic(c: Any, savepoint: str) -> AsyncIterator[None]:
     await c.execute(f"RELEASE SAVEPOINT {savepoint}")
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Pool reset hook that skips asyncpg's reset query, a round trip on every
+    release (200-400 µs per pooled call on the benchmark machine). Safe because
+    the store leaves no session state on pool connections: LISTEN and session
+    locks live on dedicated connections, migrate() takes a transaction-scoped
+    lock, and asyncpg itself still rolls back a transaction left open."""
+
+
+_ZERO = dt.timedelta(0)
+
+
+def _unless_all(default: Any, values: list[Any]) -> list[Any] | None:
+    """``values``, or None when every one equals ``default`` (see insert_many)."""
+    for v in values:
+        if v != default:
+            return values
+    return None
+
+
 def dedup_lock_key(prefix: str, kind: str, key: str) -> str:
     return f"{prefix}\x1f{kind}\x1f{key}"
 
@@ -192,7 +211,7 @@ class PostgresStore(Store):
             pool = await asyncpg.create_pool(
                 dsn, min_size=min_size, max_size=max_size, timeout=connect_timeout,
                 statement_cache_size=0 if pooler else 256,
-                max_inactive_connection_lifetime=60.0,
+                max_inactive_connection_lifetime=60.0, reset=_keep_session,
             )
         except (ValueError, TypeError, asyncpg.ClientConfigurationError) as exc:
             # Before the transient errors: ClientConfigurationError is an InterfaceError.
@@ -289,13 +308,21 @@ class PostgresStore(Store):
                 j.max_failures, j.carry, j.dedup_key, j.subject, j.periodic,
             )
         else:
+            # A column at its default in every row is sent as one NULL array
+            # (unnest pads it with NULLs, the SQL maps NULL to the default):
+            # encoding and decoding 1,000 NULLs or zero intervals costs as much
+            # as the payloads.
             sql, params = self._args(
                 "insert_many",
                 [j.id for j in jobs], [j.kind for j in jobs], [j.payload for j in jobs],
-                [j.priority for j in jobs], [j.delay for j in jobs], [j.at for j in jobs],
-                [j.max_failures for j in jobs], [j.carry for j in jobs],
-                [j.dedup_key for j in jobs], [j.subject for j in jobs],
-                [j.periodic for j in jobs],
+                [j.priority for j in jobs],
+                _unless_all(_ZERO, [j.delay for j in jobs]),
+                _unless_all(None, [j.at for j in jobs]),
+                [j.max_failures for j in jobs],
+                _unless_all(None, [j.carry for j in jobs]),
+                _unless_all(None, [j.dedup_key for j in jobs]),
+                _unless_all(None, [j.subject for j in jobs]),
+                _unless_all(False, [j.periodic for j in jobs]),
             )
         async with self._conn(conn) as c:
             await c.execute(sql, *params)
