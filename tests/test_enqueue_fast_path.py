@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import uuid
+from typing import Any
 
 import asyncpg
+import pytest
 
 from tests.tasks import Embed, Summarize, Urgent
-from venturi import ManualClock, Queue
+from venturi import InvalidJob, ManualClock, Queue
 from venturi._ids import uuid7, uuid7_many
-from venturi.store.postgres import PostgresStore
+from venturi.store.postgres import COPY_MIN_ROWS, PostgresStore
 
 
 def test_uuid7_many_matches_uuid7() -> None:
@@ -60,3 +63,58 @@ async def test_pool_release_leaves_no_session_lock(pg_store: PostgresStore, pg_d
     finally:
         await conn.close()
     assert held == 0
+
+
+BIG = COPY_MIN_ROWS
+
+
+async def _count(store: PostgresStore) -> dict[str, int]:
+    async with store.pool.acquire() as c:
+        rows = await c.fetch(f"SELECT kind, count(*) FROM {store.prefix}jobs GROUP BY kind")
+    return {r[0]: r[1] for r in rows}
+
+
+async def test_large_batch_by_copy_keeps_rows_and_notifies(
+    pg_store: PostgresStore, clock: ManualClock
+) -> None:
+    queue = Queue(pg_store)
+    items = [Embed(uri=f"file:///big/{i}") if i % 2 else Urgent(n=i) for i in range(BIG)]
+    async with pg_store.listen() as listener:
+        ids = await queue.enqueue_many(items)
+        woken = {(await asyncio.wait_for(listener.receive(), 10))[1] for _ in range(2)}
+    assert woken == {"test.embed", "test.urgent"}
+    assert await _count(pg_store) == {"test.embed": BIG // 2, "test.urgent": BIG // 2}
+    first, second = await queue.job(ids[0]), await queue.job(ids[1])
+    assert first is not None and second is not None
+    assert (first.kind, first.priority, first.subject, first.payload) == (
+        "test.urgent", 0, None, {"n": 0})
+    assert (second.kind, second.subject, second.max_failures) == (
+        "test.embed", "file:///big/1", 3)
+    assert first.visible_at == first.created_at == clock.now()
+
+
+async def test_large_batch_on_database_clock(pg_store_dbclock: PostgresStore) -> None:
+    queue = Queue(pg_store_dbclock)
+    before = await pg_store_dbclock.db_now()
+    ids = await queue.enqueue_many([Urgent(n=i) for i in range(BIG)])
+    after = await pg_store_dbclock.db_now()
+    row = await queue.job(ids[-1])
+    assert row is not None and before <= row.created_at == row.visible_at <= after
+
+
+async def test_large_batch_is_atomic(pg_store: PostgresStore, pg_dsn: str) -> None:
+    queue = Queue(pg_store)
+    items: list[Any] = [Urgent(n=i) for i in range(BIG)]
+    items[-1] = ("test.urgent", {"n": 1, "bogus": True})
+    with pytest.raises(InvalidJob) as err:
+        await queue.enqueue_many(items)
+    assert err.value.index == BIG - 1
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        tx = conn.transaction()
+        await tx.start()
+        await queue.enqueue_many(items[:-1], conn=conn)
+        await tx.rollback()
+    finally:
+        await conn.close()
+    assert await _count(pg_store) == {}

@@ -149,6 +149,9 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 
 
 _ZERO = dt.timedelta(0)
+# From this many rows a batch goes in by COPY (plus one NOTIFY per kind, in the
+# same transaction): twice the rows per second of an unnest INSERT at 50,000.
+COPY_MIN_ROWS = 5_000
 
 
 def _unless_all(default: Any, values: list[Any]) -> list[Any] | None:
@@ -301,6 +304,15 @@ class PostgresStore(Store):
             return await self._enqueue_dedup(c, jobs, merge)
 
     async def _insert(self, jobs: Sequence[NewJob], conn: Any) -> None:
+        if len(jobs) >= COPY_MIN_ROWS:
+            records = self._copy_records(jobs)
+            if records is not None:
+                async with self._conn(conn) as c, c.transaction():
+                    await c.copy_records_to_table(
+                        f"{self.prefix}jobs", records=records[1], columns=records[0])
+                    await c.execute(self._q["notify_kinds"].sql,
+                                    sorted({j.kind for j in jobs}))
+                return
         if len(jobs) == 1:
             j = jobs[0]
             sql, params = self._args(
@@ -326,6 +338,26 @@ class PostgresStore(Store):
             )
         async with self._conn(conn) as c:
             await c.execute(sql, *params)
+
+    def _copy_records(
+        self, jobs: Sequence[NewJob]
+    ) -> tuple[list[str], list[tuple[Any, ...]]] | None:
+        """Columns and rows for COPY, or None when a row's visibility needs the
+        database clock (``now() + delay``), which COPY cannot compute: then the
+        table's defaults (``now()``) stand only for jobs visible at once."""
+        now = self.clock.now()
+        columns = ["id", "kind", "payload", "priority", "max_failures", "carry", "dedup_key",
+                   "subject", "periodic"]
+        if now is None:
+            if any(j.at is not None or j.delay != _ZERO for j in jobs):
+                return None
+            return columns, [(j.id, j.kind, j.payload, j.priority, j.max_failures, j.carry,
+                              j.dedup_key, j.subject, j.periodic) for j in jobs]
+        return [*columns, "created_at", "visible_at"], [
+            (j.id, j.kind, j.payload, j.priority, j.max_failures, j.carry, j.dedup_key,
+             j.subject, j.periodic, now, j.at if j.at is not None else now + j.delay)
+            for j in jobs
+        ]
 
     async def _enqueue_dedup(
         self, c: Any, jobs: Sequence[NewJob], merge: MergeFn | None

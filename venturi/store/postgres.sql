@@ -56,6 +56,10 @@ SELECT pg_notify('{prefix}jobs', CASE WHEN k.later
 FROM (SELECT kind, visible_at > {now} AS later, min(visible_at) AS first
       FROM ins GROUP BY kind, visible_at > {now}) AS k
 
+-- name: notify_kinds
+-- After a COPY (which has no RETURNING): one wake-up per kind, sent at commit.
+SELECT pg_notify('{prefix}jobs', k) FROM unnest($1::text[]) AS k
+
 -- name: seed_periodic
 -- Rule 12: the unique periodic index turns a second seed into a no-op.
 WITH ins AS (
