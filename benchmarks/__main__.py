@@ -36,8 +36,15 @@ async def run(args: argparse.Namespace) -> list[Figure]:
         for fig in bench.figures[before:]:
             print(f"   {fig.name:<45} {fig.rate:>10,.0f} jobs/s", flush=True)
     env["load_after"] = report.load_average()
+    notes = [
+        f"Noise: the machine is shared; load average {env['load_before']} before and "
+        f"{env['load_after']} after the run on {env['nproc']} CPUs. Contenders take turns in "
+        "slices within each run, so load bursts hit them alike; the min–max column shows "
+        "what remains between runs.",
+        *(args.note or []),
+    ]
     report.write(Path(args.out), Path(args.json) if args.json else None, env, bench.figures,
-                 args.note or [])
+                 notes, args.notes_text)
     print(f"wrote {args.out}" + (f" and {args.json}" if args.json else ""))
     return bench.figures
 
@@ -53,6 +60,7 @@ def main(argv: list[str] | None = None) -> None:
     p_run.add_argument("--json", default="benchmarks/results.json",
                        help="JSON copy of the results ('' to skip)")
     p_run.add_argument("--note", action="append", help="a line for the Notes section")
+    p_run.add_argument("--notes-file", help="a markdown file appended to the Notes section")
     p_run.add_argument("--dsn", help="default: $VENTURI_DSN, $VENTURI_TEST_DSN, local test db")
     p_explain = sub.add_parser("explain", help="EXPLAIN the hot statements on a large table")
     p_explain.add_argument("--out", default="docs/explain-plans.md")
@@ -63,6 +71,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     args.command_line = "python -m benchmarks " + shlex.join(argv)
     if args.command == "run":
+        # Read before running, so that a wrong path fails in a second, not after the run.
+        args.notes_text = Path(args.notes_file).read_text(encoding="utf-8") \
+            if args.notes_file else ""
         asyncio.run(run(args))
     else:
         from . import explain

@@ -269,6 +269,17 @@ def markdown(env: dict[str, Any], shape: Shape, counts: dict[str, int],
             f"{', '.join(f'`{i}`' for i in r.indexes) or '—'} | "
             f"{', '.join(f'`{s}`' for s in r.seq_scans) or 'none'} | {r.ms:.3f} ms |")
     lines.append("")
+    lines += [
+        "What this evidence changed: `cleanup_batch` used to join its victims back to the table "
+        "(`DELETE ... USING victims`), and at this size the planner hash-joined them against a "
+        "sequential scan of all 1,100,000 rows (1.2 s per batch of 10,000, 0.6 s of it the scan). "
+        "It now passes them as an array (`id = ANY (ARRAY(SELECT id FROM victims))`), one "
+        "primary-key probe each. No schema change was needed; the rest was index-driven as "
+        "built. The remaining time of `cleanup_batch` and `recover_stale` is row work: "
+        "deleting or updating the rows, and the journal's foreign-key cascade (the `Trigger` "
+        "lines).",
+        "",
+    ]
     for r in results:
         verdict = "index-driven" if r.index_driven else "**NOT index-driven**"
         lines += [

@@ -85,7 +85,7 @@ def _ratios(fig: Figure, by_name: dict[str, Figure]) -> str:
     for ref in fig.references:
         other = by_name.get(ref)
         if other is not None:
-            parts.append(f"{fig.rate / other.rate:.0%} of {ref.split(' (')[0]}")
+            parts.append(f"{fig.rate / other.rate:.0%} of {ref}")
     return "; ".join(parts) if parts else "—" if not fig.raw else "(reference)"
 
 
@@ -96,7 +96,8 @@ def _spread(fig: Figure) -> str:
     return f"{min(rates):,.0f}–{max(rates):,.0f} (±{(max(rates) - min(rates)) / 2 / fig.rate:.0%})"
 
 
-def markdown(env: dict[str, Any], figures: list[Figure], notes: list[str]) -> str:
+def markdown(env: dict[str, Any], figures: list[Figure], notes: list[str],
+             extra: str = "") -> str:
     lines = [
         "# venturi benchmarks",
         "",
@@ -141,16 +142,19 @@ def markdown(env: dict[str, Any], figures: list[Figure], notes: list[str]) -> st
             lines.append(f"| {label} | {fig.jobs:,} | {fig.rate:,.0f} | {_spread(fig)} | "
                          f"{_ratios(fig, by_name)} |")
         lines.append("")
-    if notes:
+    if notes or extra:
         lines += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
+    if extra:
+        lines += [extra.strip(), ""]
     return "\n".join(lines)
 
 
 def write(out: Path, json_out: Path | None, env: dict[str, Any], figures: list[Figure],
-          notes: list[str]) -> None:
+          notes: list[str], extra: str = "") -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(markdown(env, figures, notes), encoding="utf-8")
+    out.write_text(markdown(env, figures, notes, extra), encoding="utf-8")
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        doc = {"environment": env, "notes": notes, "figures": [f.as_dict() for f in figures]}
+        doc = {"environment": env, "notes": notes, "notes_file": extra,
+               "figures": [f.as_dict() for f in figures]}
         json_out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
