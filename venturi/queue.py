@@ -238,14 +238,15 @@ class Queue:
         ids in input order; a merged item returns the surviving job's id. One bad
         item rejects the whole batch, naming its index."""
         new_job = self._new_job
-        built = [
-            new_job(item, index=index, id=id)
-            for index, (item, id) in enumerate(zip(tasks, uuid7_many(len(tasks)), strict=True))
-        ]
-        jobs = [job for job, _ in built]
+        jobs: list[NewJob] = []
+        as_tasks: list[Task] = []
+        for index, (item, id) in enumerate(zip(tasks, uuid7_many(len(tasks)), strict=True)):
+            job, task = new_job(item, index=index, id=id)
+            jobs.append(job)
+            as_tasks.append(task)
         merge = None
         if any(job.dedup_key is not None for job in jobs):
-            merge = self._merge_fn({job.id: task for job, task in built})
+            merge = self._merge_fn({job.id: task for job, task in zip(jobs, as_tasks, strict=True)})
         results = await self.store.enqueue(jobs, merge=merge, conn=conn)
         return [r.id for r in results]
 

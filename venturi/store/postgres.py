@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -341,23 +341,25 @@ class PostgresStore(Store):
 
     def _copy_records(
         self, jobs: Sequence[NewJob]
-    ) -> tuple[list[str], list[tuple[Any, ...]]] | None:
+    ) -> tuple[list[str], Iterator[tuple[Any, ...]]] | None:
         """Columns and rows for COPY, or None when a row's visibility needs the
         database clock (``now() + delay``), which COPY cannot compute: then the
-        table's defaults (``now()``) stand only for jobs visible at once."""
+        table's defaults (``now()``) stand only for jobs visible at once. Rows
+        are generated as COPY consumes them: a list of 50,000 tuples kept alive
+        would cost more in garbage-collector passes than in building it."""
         now = self.clock.now()
         columns = ["id", "kind", "payload", "priority", "max_failures", "carry", "dedup_key",
                    "subject", "periodic"]
         if now is None:
             if any(j.at is not None or j.delay != _ZERO for j in jobs):
                 return None
-            return columns, [(j.id, j.kind, j.payload, j.priority, j.max_failures, j.carry,
-                              j.dedup_key, j.subject, j.periodic) for j in jobs]
-        return [*columns, "created_at", "visible_at"], [
+            return columns, ((j.id, j.kind, j.payload, j.priority, j.max_failures, j.carry,
+                              j.dedup_key, j.subject, j.periodic) for j in jobs)
+        return [*columns, "created_at", "visible_at"], (
             (j.id, j.kind, j.payload, j.priority, j.max_failures, j.carry, j.dedup_key,
              j.subject, j.periodic, now, j.at if j.at is not None else now + j.delay)
             for j in jobs
-        ]
+        )
 
     async def _enqueue_dedup(
         self, c: Any, jobs: Sequence[NewJob], merge: MergeFn | None
