@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import os
 import platform
+import statistics
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -80,12 +81,20 @@ async def environment(dsn: str, command: str) -> dict[str, Any]:
     }
 
 
+def ratio(fig: Figure, ref: Figure) -> float:
+    """The median over runs of the run's ratio: both were measured in the same
+    slices of the same run, so the run's load cancels out of each ratio."""
+    if len(fig.seconds) == len(ref.seconds):
+        return statistics.median(a / b for a, b in zip(fig.rates, ref.rates, strict=True))
+    return fig.rate / ref.rate
+
+
 def _ratios(fig: Figure, by_name: dict[str, Figure]) -> str:
     parts = []
     for ref in fig.references:
         other = by_name.get(ref)
         if other is not None:
-            parts.append(f"{fig.rate / other.rate:.0%} of {ref}")
+            parts.append(f"{ratio(fig, other):.0%} of {ref}")
     return "; ".join(parts) if parts else "—" if not fig.raw else "(reference)"
 
 
@@ -132,7 +141,8 @@ def markdown(env: dict[str, Any], figures: list[Figure], notes: list[str],
         by_name = {f.name: f for f in figs}
         lines += [
             f"## `{name}`: {sc.title}", "", sc.description, "",
-            "| figure | jobs per run | jobs/s (median) | runs: min–max jobs/s | vs raw |",
+            "| figure | jobs per run | jobs/s (median) | runs: min–max jobs/s "
+            "| vs raw (median of per-run ratios) |",
             "|---|---:|---:|---|---|",
         ]
         for fig in figs:
@@ -155,6 +165,12 @@ def write(out: Path, json_out: Path | None, env: dict[str, Any], figures: list[F
     out.write_text(markdown(env, figures, notes, extra), encoding="utf-8")
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        doc = {"environment": env, "notes": notes, "notes_file": extra,
-               "figures": [f.as_dict() for f in figures]}
+        by_key = {(f.scenario, f.name): f for f in figures}
+        rows = []
+        for f in figures:
+            row = f.as_dict()
+            row["ratios"] = {r: ratio(f, by_key[(f.scenario, r)]) for r in f.references
+                             if (f.scenario, r) in by_key}
+            rows.append(row)
+        doc = {"environment": env, "notes": notes, "notes_file": extra, "figures": rows}
         json_out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

@@ -24,6 +24,8 @@ def test_quick_size_writes_every_scenario(pg_dsn: str, tmp_path: Path) -> None:
         assert raw and measured, f"{name} needs a raw reference and a venturi figure"
         for f in measured:
             assert f["references"] and set(f["references"]) <= raw
+            assert set(f["ratios"]) == set(f["references"])
+            assert all(r > 0 for r in f["ratios"].values())
     assert all(f["jobs"] > 0 and f["jobs_per_s"] > 0 for f in figures)
     assert doc["environment"]["postgresql"] and doc["environment"]["nproc"]
 
