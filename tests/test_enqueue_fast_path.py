@@ -115,6 +115,10 @@ async def test_large_batch_is_atomic(pg_store: PostgresStore, pg_dsn: str) -> No
         await tx.start()
         await queue.enqueue_many(items[:-1], conn=conn)
         await tx.rollback()
+        await conn.execute("BEGIN")  # a caller's plain BEGIN: the COPY nests in a savepoint
+        await queue.enqueue_many(items[:-1], conn=conn)
+        assert await conn.fetchval(f"SELECT count(*) FROM {pg_store.prefix}jobs") == BIG - 1
+        await conn.execute("ROLLBACK")
     finally:
         await conn.close()
     assert await _count(pg_store) == {}

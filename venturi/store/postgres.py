@@ -307,7 +307,7 @@ class PostgresStore(Store):
         if len(jobs) >= COPY_MIN_ROWS:
             records = self._copy_records(jobs)
             if records is not None:
-                async with self._conn(conn) as c, c.transaction():
+                async with self._conn(conn) as c, _atomic(c, "venturi_copy"):
                     await c.copy_records_to_table(
                         f"{self.prefix}jobs", records=records[1], columns=records[0])
                     await c.execute(self._q["notify_kinds"].sql,
