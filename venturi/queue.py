@@ -10,7 +10,7 @@ from typing import Any
 from uuid import UUID
 
 from . import _codec
-from ._ids import uuid7
+from ._ids import uuid7, uuid7_many
 from .config import DEFAULT_PREFIX
 from .errors import InvalidJob, InvalidJobId, PayloadDecodeError, UnknownKind
 from .store.base import (
@@ -32,6 +32,7 @@ from .store.base import (
 from .task import Keep, Priority, Replace, Task, With, lookup
 
 MAX_DELAY = dt.timedelta(days=3650)
+NO_DELAY = dt.timedelta(0)
 JobLike = Task | tuple[str, Mapping[str, Any]]
 
 
@@ -128,43 +129,52 @@ class Queue:
         item: JobLike,
         *,
         index: int | None = None,
+        id: UUID | None = None,
         delay: dt.timedelta | None = None,
         at: dt.datetime | None = None,
         priority: Priority | int | str | None = None,
     ) -> tuple[NewJob, Task]:
+        # Runs once per job of an enqueue_many: the common case (a Task, no
+        # delay, at or priority override) takes the fewest steps.
         try:
-            task = self._as_task(item)
+            task = item if isinstance(item, Task) else self._as_task(item)
             options = type(task).__task__
             payload = _codec.dumps(task)
             _codec.check_size(payload, self.max_payload_bytes)
-            if delay is not None and at is not None:
-                raise InvalidJob("give delay= or at=, not both")
-            if delay is not None and not isinstance(delay, dt.timedelta):
-                raise InvalidJob(f"delay= must be a timedelta, not {type(delay).__name__}")
-            if delay is not None and not (dt.timedelta(0) <= delay <= MAX_DELAY):
-                raise InvalidJob(f"delay {delay} is outside 0..{MAX_DELAY.days} days")
-            if at is not None and (not isinstance(at, dt.datetime) or at.tzinfo is None):
-                raise InvalidJob("at= must be a timezone-aware datetime")
-            if at is not None and at - self._now() > MAX_DELAY:
-                raise InvalidJob(f"at= {at.isoformat()} is more than {MAX_DELAY.days} days away")
-            try:
-                prio = options.priority if priority is None else Priority.parse(priority)
-            except ValueError as exc:
-                raise InvalidJob(str(exc)) from None
+            if delay is not None or at is not None:
+                if delay is not None and at is not None:
+                    raise InvalidJob("give delay= or at=, not both")
+                if delay is not None and not isinstance(delay, dt.timedelta):
+                    raise InvalidJob(f"delay= must be a timedelta, not {type(delay).__name__}")
+                if delay is not None and not (dt.timedelta(0) <= delay <= MAX_DELAY):
+                    raise InvalidJob(f"delay {delay} is outside 0..{MAX_DELAY.days} days")
+                if at is not None and (not isinstance(at, dt.datetime) or at.tzinfo is None):
+                    raise InvalidJob("at= must be a timezone-aware datetime")
+                if at is not None and at - self._now() > MAX_DELAY:
+                    raise InvalidJob(
+                        f"at= {at.isoformat()} is more than {MAX_DELAY.days} days away")
+            if priority is None:
+                prio = options.priority
+            else:
+                try:
+                    prio = Priority.parse(priority)
+                except ValueError as exc:
+                    raise InvalidJob(str(exc)) from None
             subject = task.subject()
             dedup_key = task.dedup_key()
-            for name, value in (("subject", subject), ("dedup_key", dedup_key)):
-                if value is not None and (not isinstance(value, str) or "\x00" in value):
-                    raise InvalidJob(f"{name}() must return a string without NUL characters")
-                if value is not None and not _encodable(value):
-                    raise InvalidJob(f"{name}() returned a string with a lone surrogate")
+            if subject is not None or dedup_key is not None:
+                for name, value in (("subject", subject), ("dedup_key", dedup_key)):
+                    if value is not None and (not isinstance(value, str) or "\x00" in value):
+                        raise InvalidJob(f"{name}() must return a string without NUL characters")
+                    if value is not None and not _encodable(value):
+                        raise InvalidJob(f"{name}() returned a string with a lone surrogate")
         except InvalidJob as exc:
             if index is None:
                 raise
             raise InvalidJob(exc.reason, index=index) from None
         job = NewJob(
-            id=uuid7(), kind=options.kind, payload=payload, priority=int(prio),
-            max_failures=options.max_failures, delay=delay or dt.timedelta(0), at=at,
+            id=id or uuid7(), kind=options.kind, payload=payload, priority=int(prio),
+            max_failures=options.max_failures, delay=delay or NO_DELAY, at=at,
             dedup_key=dedup_key, subject=subject, periodic=options.periodic,
         )
         return job, task
@@ -227,13 +237,16 @@ class Queue:
         """Enqueue a batch atomically (one statement without dedup keys). Returns
         ids in input order; a merged item returns the surviving job's id. One bad
         item rejects the whole batch, naming its index."""
+        new_job = self._new_job
         jobs: list[NewJob] = []
-        by_id: dict[UUID, Task] = {}
-        for index, item in enumerate(tasks):
-            job, task = self._new_job(item, index=index)
+        as_tasks: list[Task] = []
+        for index, (item, id) in enumerate(zip(tasks, uuid7_many(len(tasks)), strict=True)):
+            job, task = new_job(item, index=index, id=id)
             jobs.append(job)
-            by_id[job.id] = task
-        merge = self._merge_fn(by_id) if any(j.dedup_key for j in jobs) else None
+            as_tasks.append(task)
+        merge = None
+        if any(job.dedup_key is not None for job in jobs):
+            merge = self._merge_fn({job.id: task for job, task in zip(jobs, as_tasks, strict=True)})
         results = await self.store.enqueue(jobs, merge=merge, conn=conn)
         return [r.id for r in results]
 

@@ -38,11 +38,13 @@ FROM ins
 
 -- name: insert_many
 -- A whole family in one statement: unnest keeps it one plan for any batch size.
+-- An optional column may come as one NULL array (unnest pads it with NULLs).
 WITH ins AS (
     INSERT INTO {prefix}jobs (id, kind, payload, priority, created_at, visible_at,
                               max_failures, carry, dedup_key, subject, periodic)
-    SELECT i.id, i.kind, i.payload::jsonb, i.priority, {now}, coalesce(i.at, {now} + i.delay),
-           i.max_failures, i.carry::jsonb, i.dedup_key, i.subject, i.periodic
+    SELECT i.id, i.kind, i.payload::jsonb, i.priority, {now},
+           coalesce(i.at, {now} + coalesce(i.delay, interval '0')),
+           i.max_failures, i.carry::jsonb, i.dedup_key, i.subject, coalesce(i.periodic, false)
     FROM unnest($2::uuid[], $3::text[], $4::text[], $5::int2[], $6::interval[],
                 $7::timestamptz[], $8::int4[], $9::text[], $10::text[], $11::text[], $12::bool[])
          AS i(id, kind, payload, priority, delay, at, max_failures, carry, dedup_key, subject, periodic)
@@ -53,6 +55,10 @@ SELECT pg_notify('{prefix}jobs', CASE WHEN k.later
                                       ELSE k.kind END)
 FROM (SELECT kind, visible_at > {now} AS later, min(visible_at) AS first
       FROM ins GROUP BY kind, visible_at > {now}) AS k
+
+-- name: notify_kinds
+-- After a COPY (which has no RETURNING): one wake-up per kind, sent at commit.
+SELECT pg_notify('{prefix}jobs', k) FROM unnest($1::text[]) AS k
 
 -- name: seed_periodic
 -- Rule 12: the unique periodic index turns a second seed into a no-op.
@@ -424,15 +430,17 @@ WITH r AS (
 SELECT (SELECT count(*) FROM r) AS redriven, (SELECT n FROM wake) AS woke
 
 -- name: cleanup_batch
--- Bounded batches keep each delete (and its cascade) a short transaction.
+-- Bounded batches keep each delete (and its cascade) a short transaction. The
+-- victims reach the DELETE as an array, one primary-key probe each: joined
+-- instead, they let the planner hash-join a sequential scan of the whole table.
 WITH victims AS (
     SELECT id FROM {prefix}jobs
     WHERE finished_at < $1 AND status = ANY($2::text[]) AND ($3::text IS NULL OR kind = $3)
     ORDER BY finished_at
     LIMIT $4
 ), d AS (
-    DELETE FROM {prefix}jobs AS j USING victims AS v
-    WHERE j.id = v.id AND j.finished_at IS NOT NULL
+    DELETE FROM {prefix}jobs AS j
+    WHERE j.id = ANY (ARRAY(SELECT id FROM victims)) AND j.finished_at IS NOT NULL
     RETURNING 1
 )
 SELECT count(*) FROM d

@@ -1,0 +1,86 @@
+"""``python -m benchmarks run|explain``: see ``--help``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from . import report
+from .harness import DEFAULT_DSN, SCENARIOS, SIZES, Bench, Figure
+
+
+def _dsn(arg: str | None) -> str:
+    return arg or os.environ.get("VENTURI_DSN") or os.environ.get("VENTURI_TEST_DSN") or DEFAULT_DSN
+
+
+async def run(args: argparse.Namespace) -> list[Figure]:
+    from . import scenarios  # noqa: F401  (registers every scenario)
+
+    names = args.only or list(SCENARIOS)
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        raise SystemExit(f"unknown scenario(s) {unknown}; known: {', '.join(SCENARIOS)}")
+    dsn = _dsn(args.dsn)
+    env = await report.environment(dsn, args.command_line)
+    env["load_before"] = report.load_average()
+    bench = Bench(dsn=dsn, size=SIZES[args.size])
+    for name in names:
+        bench.scenario = name
+        print(f"== {name} ({args.size})", flush=True)
+        before = len(bench.figures)
+        await SCENARIOS[name].fn(bench)
+        for fig in bench.figures[before:]:
+            print(f"   {fig.name:<45} {fig.rate:>10,.0f} jobs/s", flush=True)
+    env["load_after"] = report.load_average()
+    notes = [
+        f"Noise: the machine is shared; load average {env['load_before']} before and "
+        f"{env['load_after']} after the run on {env['nproc']} CPUs. Contenders take turns in "
+        "slices within each run, so load bursts hit them alike; the min–max column shows "
+        "what remains between runs.",
+        *(args.note or []),
+    ]
+    report.write(Path(args.out), Path(args.json) if args.json else None, env, bench.figures,
+                 notes, args.notes_text)
+    print(f"wrote {args.out}" + (f" and {args.json}" if args.json else ""))
+    return bench.figures
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_run = sub.add_parser("run", help="run the scenarios and write the results file")
+    p_run.add_argument("--size", choices=sorted(SIZES), default="quick")
+    p_run.add_argument("--only", action="append", metavar="SCENARIO",
+                       help="run only this scenario (repeatable)")
+    p_run.add_argument("--out", default="docs/benchmarks.md")
+    p_run.add_argument("--json", default="benchmarks/results.json",
+                       help="JSON copy of the results ('' to skip)")
+    p_run.add_argument("--note", action="append", help="a line for the Notes section")
+    p_run.add_argument("--notes-file", help="a markdown file appended to the Notes section")
+    p_run.add_argument("--dsn", help="default: $VENTURI_DSN, $VENTURI_TEST_DSN, local test db")
+    p_explain = sub.add_parser("explain", help="EXPLAIN the hot statements on a large table")
+    p_explain.add_argument("--out", default="docs/explain-plans.md")
+    p_explain.add_argument("--finished", type=int, default=1_000_000)
+    p_explain.add_argument("--future", type=int, default=100_000)
+    p_explain.add_argument("--dsn")
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(argv)
+    args.command_line = "python -m benchmarks " + shlex.join(argv)
+    if args.command == "run":
+        # Read before running, so that a wrong path fails in a second, not after the run.
+        args.notes_text = Path(args.notes_file).read_text(encoding="utf-8") \
+            if args.notes_file else ""
+        asyncio.run(run(args))
+    else:
+        from . import explain
+
+        asyncio.run(explain.main(_dsn(args.dsn), Path(args.out), args.finished, args.future,
+                                 args.command_line))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""The scenario registry, the sizes, and the measuring helpers every scenario shares.
+
+A scenario is an async function ``(Bench) -> None`` registered with
+:func:`scenario`; it records :class:`Figure` objects on the ``Bench``, each
+either a raw reference or a venturi figure naming the references it is
+compared with. Add a scenario (worker drain, pickup latency, backlog, memory)
+by writing one such function in a module imported by :mod:`benchmarks.scenarios`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import statistics
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from venturi.store.postgres import PostgresStore
+
+DEFAULT_DSN = "postgresql://root@127.0.0.1:5432/test"
+
+
+@dataclass(frozen=True)
+class Size:
+    """How big one run is. ``quick`` keeps CI in seconds; ``full`` is run by hand."""
+
+    name: str
+    runs: int  # measured runs per figure; the median is reported
+    one_by_one: int  # jobs per run of the one-by-one scenarios
+    batch: int  # jobs per enqueue_many call
+    batches: int  # calls per run
+    big_batch: int | None  # one extra batch size measured at full size only
+
+
+SIZES = {
+    "quick": Size("quick", runs=1, one_by_one=200, batch=1_000, batches=2, big_batch=None),
+    "full": Size("full", runs=3, one_by_one=5_000, batch=1_000, batches=20, big_batch=50_000),
+}
+
+
+@dataclass
+class Figure:
+    """One measured rate; ``references`` name the raw figures it is compared with."""
+
+    scenario: str
+    name: str
+    jobs: int
+    seconds: list[float]
+    references: tuple[str, ...] = ()  # raw figures of the same scenario to compare with
+    raw: bool = False
+    note: str = ""
+
+    @property
+    def rates(self) -> list[float]:
+        return [self.jobs / s for s in self.seconds]
+
+    @property
+    def rate(self) -> float:
+        """Jobs per second: the median over runs (a run's rate, not a mean of times)."""
+        return statistics.median(self.rates)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario, "name": self.name, "jobs": self.jobs,
+            "seconds": self.seconds, "rates": self.rates, "jobs_per_s": self.rate,
+            "references": list(self.references), "raw": self.raw, "note": self.note,
+        }
+
+
+@dataclass
+class Bench:
+    """What a scenario gets: the DSN, the size, and where to record figures."""
+
+    dsn: str
+    size: Size
+    scenario: str = ""
+    figures: list[Figure] = field(default_factory=list)
+
+    def record(self, figure: Figure) -> Figure:
+        self.figures.append(figure)
+        return figure
+
+    def fresh_prefix(self) -> contextlib.AbstractAsyncContextManager[str]:
+        return fresh_prefix(self.dsn)
+
+
+ScenarioFn = Callable[[Bench], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    title: str
+    description: str
+    fn: ScenarioFn
+
+
+SCENARIOS: dict[str, Scenario] = {}
+
+
+def scenario(name: str, title: str) -> Callable[[ScenarioFn], ScenarioFn]:
+    """Register ``fn`` as scenario ``name``; its docstring is the results file's description."""
+
+    def register(fn: ScenarioFn) -> ScenarioFn:
+        if name in SCENARIOS:
+            raise ValueError(f"scenario {name!r} is registered twice")
+        SCENARIOS[name] = Scenario(name, title, " ".join((fn.__doc__ or "").split()), fn)
+        return fn
+
+    return register
+
+
+@contextlib.asynccontextmanager
+async def fresh_prefix(dsn: str) -> AsyncIterator[str]:
+    """A migrated throwaway prefix, dropped afterwards whatever happens."""
+    prefix = f"bench{secrets.token_hex(4)}_"
+    try:
+        store = await PostgresStore.connect(dsn, prefix=prefix, max_size=2)
+        try:
+            await store.migrate()
+        finally:
+            await store.close()
+        yield prefix
+    finally:
+        await drop_prefix(dsn, prefix)
+
+
+async def drop_prefix(dsn: str, prefix: str) -> None:
+    conn = await asyncpg.connect(dsn)
+    try:
+        for table in ("journal", "jobs", "workers", "migrations"):
+            await conn.execute(f"DROP TABLE IF EXISTS {prefix}{table} CASCADE")
+    finally:
+        await conn.close()
+
+
+async def timed(fn: Callable[..., Awaitable[Any]], *args: Any) -> float:
+    """Wall-clock seconds of one awaited call (perf_counter: monotonic, high resolution)."""
+    start = time.perf_counter()
+    await fn(*args)
+    return time.perf_counter() - start
+
+
+async def truncate(conn: asyncpg.Connection, *prefixes: str) -> None:
+    """Empty the jobs tables between runs, so every run starts from the same table size."""
+    tables = ", ".join(f"{p}jobs" for p in prefixes)
+    await conn.execute(f"TRUNCATE {tables} CASCADE")
+
+
+Contender = Callable[[int, int], Awaitable[Any]]
+
+
+async def measure(
+    bench: Bench,
+    conn: asyncpg.Connection,
+    prefixes: tuple[str, ...],
+    jobs: int,
+    contenders: dict[str, Contender],
+    *,
+    step: int,
+    warmup: int = 100,
+) -> dict[str, list[float]]:
+    """Time each contender on jobs ``[0, jobs)``, ``bench.size.runs`` times.
+
+    A contender is called as ``fn(lo, hi)`` to insert jobs ``lo..hi-1``. All
+    are warmed up first (prepared statements, caches). Every run starts from
+    empty tables, and the contenders take turns by slices of ``step`` jobs in
+    an order that rotates: on a shared machine, a burst of load from another
+    process then falls on all of them alike instead of on whoever ran then.
+    """
+    for fn in contenders.values():
+        await fn(0, min(warmup, jobs))
+    names = list(contenders)
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    turn = 0
+    for _run in range(bench.size.runs):
+        await truncate(conn, *prefixes)
+        spent = dict.fromkeys(names, 0.0)
+        for lo in range(0, jobs, step):
+            hi = min(lo + step, jobs)
+            turn += 1
+            for name in names[turn % len(names):] + names[:turn % len(names)]:
+                spent[name] += await timed(contenders[name], lo, hi)
+        for name in names:
+            seconds[name].append(spent[name])
+    await truncate(conn, *prefixes)
+    return seconds

@@ -1,0 +1,176 @@
+"""The results file: the machine, the versions, every figure and its ratio to raw."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+import venturi
+
+from .harness import SCENARIOS, Figure
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _memory() -> str:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    return "unknown"
+
+
+def _git_commit() -> str:
+    here = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "-C", str(here), "describe", "--always", "--dirty"],
+                             capture_output=True, text=True, timeout=5, check=True)
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def load_average() -> str:
+    try:
+        return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+async def environment(dsn: str, command: str) -> dict[str, Any]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        server = await conn.fetchval("SHOW server_version")
+        settings = {
+            name: await conn.fetchval(f"SHOW {name}")
+            for name in ("shared_buffers", "synchronous_commit", "fsync", "wal_level")
+        }
+    finally:
+        await conn.close()
+    return {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": command,
+        "commit": _git_commit(),
+        "nproc": os.cpu_count(),
+        "memory": _memory(),
+        "cpu": _cpu_model(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "postgresql": server,
+        "postgresql_settings": settings,
+        "asyncpg": asyncpg.__version__,
+        "venturi": venturi.__version__,
+    }
+
+
+def ratio(fig: Figure, ref: Figure) -> float:
+    """The median over runs of the run's ratio: both were measured in the same
+    slices of the same run, so the run's load cancels out of each ratio."""
+    if len(fig.seconds) == len(ref.seconds):
+        return statistics.median(a / b for a, b in zip(fig.rates, ref.rates, strict=True))
+    return fig.rate / ref.rate
+
+
+def _ratios(fig: Figure, by_name: dict[str, Figure]) -> str:
+    parts = []
+    for ref in fig.references:
+        other = by_name.get(ref)
+        if other is not None:
+            parts.append(f"{ratio(fig, other):.0%} of {ref}")
+    return "; ".join(parts) if parts else "—" if not fig.raw else "(reference)"
+
+
+def _spread(fig: Figure) -> str:
+    rates = fig.rates
+    if len(rates) < 2:
+        return "1 run"
+    return f"{min(rates):,.0f}–{max(rates):,.0f} (±{(max(rates) - min(rates)) / 2 / fig.rate:.0%})"
+
+
+def markdown(env: dict[str, Any], figures: list[Figure], notes: list[str],
+             extra: str = "") -> str:
+    lines = [
+        "# venturi benchmarks",
+        "",
+        "Produced by `python -m benchmarks run`; do not edit by hand (rerun it). Every venturi",
+        "figure sits beside raw asyncpg references measured in the same run on the same",
+        "database: absolute numbers move with the machine's load, the ratios are what count.",
+        "",
+        "## Machine and versions",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| date | {env['date']} |",
+        f"| command | `{env['command']}` |",
+        f"| commit | `{env['commit']}` |",
+        f"| CPU | {env['cpu']}, nproc = {env['nproc']} |",
+        f"| memory | {env['memory']} |",
+        f"| OS | {env['os']} |",
+        f"| Python | {env['python']} |",
+        f"| PostgreSQL | {env['postgresql']} (loopback TCP; "
+        + ", ".join(f"{k}={v}" for k, v in env["postgresql_settings"].items()) + ") |",
+        f"| asyncpg | {env['asyncpg']} |",
+        f"| venturi | {env['venturi']} |",
+        f"| load average (1/5/15 min) | before {env.get('load_before', '?')}, "
+        f"after {env.get('load_after', '?')} |",
+        "",
+    ]
+    by_scenario: dict[str, list[Figure]] = {}
+    for fig in figures:
+        by_scenario.setdefault(fig.scenario, []).append(fig)
+    for name, figs in by_scenario.items():
+        sc = SCENARIOS[name]
+        by_name = {f.name: f for f in figs}
+        lines += [
+            f"## `{name}`: {sc.title}", "", sc.description, "",
+            "| figure | jobs per run | jobs/s (median) | runs: min–max jobs/s "
+            "| vs raw (median of per-run ratios) |",
+            "|---|---:|---:|---|---|",
+        ]
+        for fig in figs:
+            label = f"{fig.name} *(raw)*" if fig.raw else f"**{fig.name}**"
+            if fig.note:
+                label += f" — {fig.note}"
+            lines.append(f"| {label} | {fig.jobs:,} | {fig.rate:,.0f} | {_spread(fig)} | "
+                         f"{_ratios(fig, by_name)} |")
+        lines.append("")
+    if notes or extra:
+        lines += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
+    if extra:
+        lines += [extra.strip(), ""]
+    return "\n".join(lines)
+
+
+def write(out: Path, json_out: Path | None, env: dict[str, Any], figures: list[Figure],
+          notes: list[str], extra: str = "") -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(markdown(env, figures, notes, extra), encoding="utf-8")
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        by_key = {(f.scenario, f.name): f for f in figures}
+        rows = []
+        for f in figures:
+            row = f.as_dict()
+            row["ratios"] = {r: ratio(f, by_key[(f.scenario, r)]) for r in f.references
+                             if (f.scenario, r) in by_key}
+            rows.append(row)
+        doc = {"environment": env, "notes": notes, "notes_file": extra, "figures": rows}
+        json_out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,124 @@
+"""The bulk enqueue path's shortcuts keep the slow path's results exactly."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import uuid
+from typing import Any
+
+import asyncpg
+import pytest
+
+from tests.tasks import Embed, Summarize, Urgent
+from venturi import InvalidJob, ManualClock, Queue
+from venturi._ids import uuid7, uuid7_many
+from venturi.store.postgres import COPY_MIN_ROWS, PostgresStore
+
+
+def test_uuid7_many_matches_uuid7() -> None:
+    ids = [uuid7(), *uuid7_many(5_000), uuid7(), *uuid7_many(1), uuid7()]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    for u in ids[:100] + ids[-3:]:
+        assert u.version == 7 and u.variant == uuid.RFC_4122
+        assert uuid.UUID(int=u.int) == u and hash(uuid.UUID(str(u))) == hash(u)
+    assert uuid7_many(0) == []
+
+
+async def test_enqueue_many_all_defaults(queue: Queue, clock: ManualClock) -> None:
+    # Every optional column at its default: the store may send them as NULL arrays.
+    ids = await queue.enqueue_many([Urgent(n=i) for i in range(3)])
+    for id in ids:
+        row = await queue.job(id)
+        assert row is not None
+        assert (row.visible_at, row.subject, row.dedup_key, row.periodic, row.carry) == (
+            clock.now(), None, None, False, None)
+        assert row.priority == 0
+
+
+async def test_enqueue_many_mixed_columns(queue: Queue, clock: ManualClock) -> None:
+    later = clock.now() + dt.timedelta(hours=1)
+    ids = await queue.enqueue_many([
+        Urgent(n=1), Embed(uri="file:///x/1"), ("test.summarize", {"uri": "file:///y"}),
+        Summarize(uri="file:///z", words=5),
+    ])
+    rows = [await queue.job(i) for i in ids]
+    assert [r.subject for r in rows if r] == [None, "file:///x/1", "file:///y", "file:///z"]
+    assert [r.priority for r in rows if r] == [0, 1, 2, 2]
+    assert all(r and r.visible_at == clock.now() for r in rows)
+    one = await queue.enqueue(Embed(uri="file:///w"), at=later)
+    row = await queue.job(one.id)
+    assert row is not None and row.visible_at == later
+
+
+async def test_pool_release_leaves_no_session_lock(pg_store: PostgresStore, pg_dsn: str) -> None:
+    # Pool connections are not reset on release: migrate must not leave its lock behind.
+    await pg_store.migrate()
+    async with pg_store.pool.acquire() as c:
+        pid = await c.fetchval("SELECT pg_backend_pid()")
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        held = await conn.fetchval(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = $1", pid)
+    finally:
+        await conn.close()
+    assert held == 0
+
+
+BIG = COPY_MIN_ROWS
+
+
+async def _count(store: PostgresStore) -> dict[str, int]:
+    async with store.pool.acquire() as c:
+        rows = await c.fetch(f"SELECT kind, count(*) FROM {store.prefix}jobs GROUP BY kind")
+    return {r[0]: r[1] for r in rows}
+
+
+async def test_large_batch_by_copy_keeps_rows_and_notifies(
+    pg_store: PostgresStore, clock: ManualClock
+) -> None:
+    queue = Queue(pg_store)
+    items = [Embed(uri=f"file:///big/{i}") if i % 2 else Urgent(n=i) for i in range(BIG)]
+    async with pg_store.listen() as listener:
+        ids = await queue.enqueue_many(items)
+        woken = {(await asyncio.wait_for(listener.receive(), 10))[1] for _ in range(2)}
+    assert woken == {"test.embed", "test.urgent"}
+    assert await _count(pg_store) == {"test.embed": BIG // 2, "test.urgent": BIG // 2}
+    first, second = await queue.job(ids[0]), await queue.job(ids[1])
+    assert first is not None and second is not None
+    assert (first.kind, first.priority, first.subject, first.payload) == (
+        "test.urgent", 0, None, {"n": 0})
+    assert (second.kind, second.subject, second.max_failures) == (
+        "test.embed", "file:///big/1", 3)
+    assert first.visible_at == first.created_at == clock.now()
+
+
+async def test_large_batch_on_database_clock(pg_store_dbclock: PostgresStore) -> None:
+    queue = Queue(pg_store_dbclock)
+    before = await pg_store_dbclock.db_now()
+    ids = await queue.enqueue_many([Urgent(n=i) for i in range(BIG)])
+    after = await pg_store_dbclock.db_now()
+    row = await queue.job(ids[-1])
+    assert row is not None and before <= row.created_at == row.visible_at <= after
+
+
+async def test_large_batch_is_atomic(pg_store: PostgresStore, pg_dsn: str) -> None:
+    queue = Queue(pg_store)
+    items: list[Any] = [Urgent(n=i) for i in range(BIG)]
+    items[-1] = ("test.urgent", {"n": 1, "bogus": True})
+    with pytest.raises(InvalidJob) as err:
+        await queue.enqueue_many(items)
+    assert err.value.index == BIG - 1
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        tx = conn.transaction()
+        await tx.start()
+        await queue.enqueue_many(items[:-1], conn=conn)
+        await tx.rollback()
+        await conn.execute("BEGIN")  # a caller's plain BEGIN: the COPY nests in a savepoint
+        await queue.enqueue_many(items[:-1], conn=conn)
+        assert await conn.fetchval(f"SELECT count(*) FROM {pg_store.prefix}jobs") == BIG - 1
+        await conn.execute("ROLLBACK")
+    finally:
+        await conn.close()
+    assert await _count(pg_store) == {}
