@@ -114,12 +114,21 @@ class EmbeddedPostgres:
             self._root = self._requested
         try:
             (self._root / "pgdata").mkdir(exist_ok=True)
-            server = server_class(self._root / "pgdata")
-            # The package's own lock is one file in /tmp shared by every user: once root has
-            # created it, an ordinary user's start fails with PermissionError. A lock per data
-            # directory still keeps two processes from starting the same cluster at once.
-            server._lock = fasteners.InterProcessLock(str(self._root / ".start.lock"))
-            server.start()
+            for attempt in (1, 2):
+                server = server_class(self._root / "pgdata")
+                # The package's own lock is one file in /tmp shared by every user: once root
+                # has created it, an ordinary user's start fails with PermissionError. A lock
+                # per data directory still keeps two processes from starting one cluster.
+                server._lock = fasteners.InterProcessLock(str(self._root / ".start.lock"))
+                try:
+                    server.start()
+                    break
+                except Exception:
+                    # Seen on a loaded machine right after a stop of the same directory:
+                    # pg_ctl gives up once; a second attempt a moment later starts cleanly.
+                    if attempt == 2:
+                        raise
+                    time.sleep(1.0)
         except Exception as exc:
             self._discard()
             raise DatabaseUnavailable(
