@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import venturi
+import venturi.logs
 from tests import pgbouncer
 from tests.chaos.tasks import Noop
 
@@ -125,6 +126,7 @@ def main(argv: list[str]) -> int:
     if pgbouncer.binary() is None:
         print("pgbouncer is not installed (apt-get install pgbouncer)", file=sys.stderr)
         return 2
+    venturi.logs.configure("console", "warning")  # a log line per job would be the benchmark
     results = asyncio.run(bench(args.dsn, args.jobs, args.singles, args.rounds, args.pool_size))
     command = shlex.join(["python", "-m", "benchmarks.pooler", *argv])
     text = render(results, command, args.jobs, args.singles, args.pool_size)
