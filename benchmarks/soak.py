@@ -50,6 +50,7 @@ class Sample:
 
 @dataclass
 class SoakResult:
+    prefix: str
     jobs: int
     workers: int
     concurrency: int
@@ -93,7 +94,7 @@ async def _stats(conn: asyncpg.Connection, prefix: str) -> list[Any]:
 
 async def soak(dsn: str, jobs: int, *, workers: int = 2, concurrency: int = 10,
                interval: float = 1.0, vacuum_every: float = 0.0, logdir: Path,
-               give_up_after: float = 3600.0) -> SoakResult:
+               table_settings: str = "", give_up_after: float = 3600.0) -> SoakResult:
     prefix = f"soak{secrets.token_hex(4)}_"
     conn = await asyncpg.connect(dsn)
     procs: list[WorkerProc] = []
@@ -103,11 +104,16 @@ async def soak(dsn: str, jobs: int, *, workers: int = 2, concurrency: int = 10,
             "autovacuum_vacuum_cost_limit", "autovacuum_vacuum_cost_delay")}
         async with venturi.Queue.connect(dsn, prefix=prefix, max_size=4) as queue:
             await queue.migrate()
+            if table_settings:
+                for table in ("jobs", "journal"):
+                    await conn.execute(f"ALTER TABLE {prefix}{table} SET ({table_settings})")
             began = time.monotonic()
             for start in range(0, jobs, 1000):
                 await queue.enqueue_many([Noop(n=i) for i in range(start, min(jobs, start + 1000))])
             enqueue_seconds = time.monotonic() - began
-        result = SoakResult(jobs, workers, concurrency, enqueue_seconds, server=server)
+        if table_settings:
+            server["table settings"] = table_settings
+        result = SoakResult(prefix, jobs, workers, concurrency, enqueue_seconds, server=server)
         names = {f"{prefix}jobs": "jobs", f"{prefix}journal": "journal"}
         t0 = time.monotonic()
         procs = [WorkerProc(dsn, prefix, logdir, name=f"soak-{i}", concurrency=concurrency)
@@ -205,6 +211,15 @@ def render(r: SoakResult, command: str, note: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
+async def _set_naptime(dsn: str, naptime: str) -> None:
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(f"ALTER SYSTEM SET autovacuum_naptime = '{naptime}'")
+        await conn.execute("SELECT pg_reload_conf()")
+    finally:
+        await conn.close()
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.soak", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -214,13 +229,36 @@ def main(argv: list[str]) -> int:
     p.add_argument("--concurrency", type=int, default=10)
     p.add_argument("--interval", type=float, default=1.0)
     p.add_argument("--vacuum-every", type=float, default=0.0)
+    p.add_argument("--table-settings", default="",
+                   help="storage parameters for both tables after migrate, e.g."
+                        " autovacuum_vacuum_scale_factor=0.01")
+    p.add_argument("--private", action="store_true",
+                   help="run on a throwaway private cluster (autovacuum on) instead of --dsn")
+    p.add_argument("--naptime", help="with --private: autovacuum_naptime, e.g. 10s")
     p.add_argument("--out", type=Path, default=HERE / "results-soak.md")
     p.add_argument("--note", default="")
     args = p.parse_args(argv)
     logdir = Path(tempfile.mkdtemp(prefix="venturi-soak-"))
-    result = asyncio.run(soak(args.dsn, args.jobs, workers=args.workers,
-                              concurrency=args.concurrency, interval=args.interval,
-                              vacuum_every=args.vacuum_every, logdir=logdir))
+
+    def run(dsn: str) -> SoakResult:
+        return asyncio.run(soak(dsn, args.jobs, workers=args.workers,
+                                concurrency=args.concurrency, interval=args.interval,
+                                vacuum_every=args.vacuum_every, logdir=logdir,
+                                table_settings=args.table_settings))
+
+    if args.private:
+        from tests.faults_cluster import PrivateCluster
+
+        cluster = PrivateCluster()
+        try:
+            cluster.start()
+            if args.naptime:
+                asyncio.run(_set_naptime(cluster.dsn, args.naptime))
+            result = run(cluster.dsn)
+        finally:
+            cluster.destroy()
+    else:
+        result = run(args.dsn)
     command = shlex.join(["python", "-m", "benchmarks.soak", *argv])
     text = render(result, command, args.note)
     args.out.write_text(text)
