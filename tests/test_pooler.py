@@ -20,21 +20,17 @@ the binary is missing.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
-import os
-import shutil
-import socket
-import subprocess
-import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
 
-from tests.conftest import drop_prefix
+from tests import pgbouncer
+from tests.conftest import drop_prefix, wait_for
 from tests.tasks import Embed, Refresh
 from venturi import ConfigError, DatabaseError, Queue, Status
 from venturi.store.base import Action, ClaimRequest, Settlement
@@ -43,86 +39,13 @@ from venturi.store.postgres import PostgresStore
 LEASE = {"test.embed": dt.timedelta(seconds=10)}
 
 
-def _pgbouncer() -> str | None:
-    return shutil.which("pgbouncer", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _wait_listening(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"pgbouncer exited: {log.read_text(errors='replace')[-2000:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("pgbouncer did not start listening within 15 s")
-
-
 @pytest.fixture(scope="module")
 def bouncer_dsn(pg_dsn: str) -> Iterator[str]:
     """A private pgbouncer in transaction mode in front of the test database."""
-    binary = _pgbouncer()
-    if binary is None:
+    if pgbouncer.binary() is None:
         pytest.skip("pgbouncer is not installed (apt-get install pgbouncer; .ci/run does it)")
-    target = urlsplit(pg_dsn)
-    user = target.username or "root"
-    dbname = target.path.lstrip("/") or "test"
-    port = _free_port()
-    workdir = Path(tempfile.mkdtemp(prefix="venturi-pgbouncer-"))
-    (workdir / "userlist.txt").write_text(f'"{user}" ""\n')
-    log = workdir / "pgbouncer.log"
-    (workdir / "pgbouncer.ini").write_text(
-        "[databases]\n"
-        f"{dbname} = host={target.hostname or '127.0.0.1'} port={target.port or 5432}"
-        f" dbname={dbname}\n"
-        "[pgbouncer]\n"
-        f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
-        f"auth_type = trust\nauth_file = {workdir / 'userlist.txt'}\n"
-        "pool_mode = transaction\ndefault_pool_size = 4\nmax_client_conn = 100\n"
-        f"logfile = {log}\npidfile = {workdir / 'pgbouncer.pid'}\n"
-        "ignore_startup_parameters = extra_float_digits\n"
-    )
-    command = [binary]
-    if os.geteuid() == 0:
-        # pgbouncer refuses to run as root; -u drops to an unprivileged user.
-        runas = "postgres" if _user_exists("postgres") else "nobody"
-        shutil.chown(workdir, user=runas)
-        for child in workdir.iterdir():
-            shutil.chown(child, user=runas)
-        command += ["-u", runas]
-    proc = subprocess.Popen([*command, str(workdir / "pgbouncer.ini")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait_listening(port, proc, log)
-        netloc = f"{user}@127.0.0.1:{port}"
-        yield urlunsplit(("postgresql", netloc, f"/{dbname}", "", ""))
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _user_exists(name: str) -> bool:
-    import pwd
-
-    try:
-        pwd.getpwnam(name)
-        return True
-    except KeyError:
-        return False
+    with pgbouncer.bouncer(pg_dsn) as dsn:
+        yield dsn
 
 
 @pytest.fixture
@@ -246,3 +169,42 @@ async def test_concurrent_migrations_through_pooler(bouncer_dsn: str, pg_dsn: st
         for q in queues:
             await q.close()
         await drop_prefix(pg_dsn, prefix)
+
+
+async def test_worker_process_behind_transaction_pooler(
+    bouncer_dsn: str, pg_dsn: str, prefix: str, tmp_path: Path
+) -> None:
+    """``venturi --pooler worker --dsn <bouncer> --listen-dsn <direct>`` drains a queue:
+    every statement through the pooler without prepared statements, LISTEN and the
+    name's lock on the direct connection (pickup at LISTEN speed proves the waker)."""
+    from benchmarks.workers import WorkerProc
+    from tests.chaos.tasks import Noop
+
+    async with Queue.connect(bouncer_dsn, prefix=prefix, pooler=True, max_size=4) as queue:
+        await queue.migrate()
+        backlog = await queue.enqueue_many([Noop(n=i) for i in range(300)])
+        w = WorkerProc(bouncer_dsn, prefix, tmp_path, name="bounced", concurrency=10,
+                       global_options=["--pooler"], extra=["--listen-dsn", pg_dsn])
+        try:
+            async def drained() -> bool:
+                assert w.alive(), w.errors()
+                return await queue.count(statuses=[Status.COMPLETED]) == len(backlog)
+            await wait_for(drained, timeout=60, what="the backlog to drain")
+            # The worker idles on LISTEN now (its fallback poll is 5 s away).
+            sent = time.monotonic()
+            late = (await queue.enqueue(Noop(n=300))).id
+
+            async def done() -> bool:
+                row = await queue.job(late)
+                return row is not None and row.status is Status.COMPLETED
+            await wait_for(done, timeout=10, what="the late job")
+            assert time.monotonic() - sent < 2.5
+            w.terminate()
+            assert await asyncio.to_thread(w.wait, 30) == 0, w.errors()
+        finally:
+            if w.alive():
+                w.kill9()
+        for id in [*backlog, late]:
+            assert [e.outcome.value for e in await queue.journal(id)] == ["completed"]
+    assert not w.logged("db_unavailable") and "prepared statement" not in w.output()
+    await drop_prefix(pg_dsn, prefix)

@@ -66,6 +66,9 @@ _TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
     asyncpg.CannotConnectNowError,
     asyncpg.TooManyConnectionsError,
     asyncpg.InterfaceError,
+    # Left behind by a server session terminated mid-operation (asyncpg issue 1069):
+    # the connection is stuck mid-protocol; ``_conn`` discards it, a new one works.
+    asyncpg.InternalClientError,
 )
 
 
@@ -252,7 +255,11 @@ class PostgresStore(Store):
                 yield conn
             else:
                 async with self.pool.acquire() as acquired:
-                    yield acquired
+                    try:
+                        yield acquired
+                    except asyncpg.InternalClientError:
+                        acquired.terminate()  # back in the pool it fails every later use
+                        raise
 
     async def _fetch(self, name: str, *args: Any, conn: Any = None) -> list[Any]:
         sql, params = self._args(name, *args)
