@@ -11,7 +11,9 @@ committed with the server's default durability.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
+from typing import Any
 
 import asyncpg
 import orjson
@@ -70,7 +72,7 @@ class RawConsumer:
     """A LISTEN connection and a claim loop: wakes on a notification, claims up to
     100 rows, calls ``started(payload)`` for each, marks them done."""
 
-    def __init__(self, dsn: str, prefix: str, started: Callable[[bytes | str], None]) -> None:
+    def __init__(self, dsn: str, prefix: str, started: Callable[[Any], None]) -> None:
         self.dsn, self.prefix, self.started = dsn, prefix, started
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -98,9 +100,7 @@ class RawConsumer:
     async def __aexit__(self, *exc: object) -> None:
         assert self._task is not None
         self._task.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await self._task
-        except asyncio.CancelledError:
-            pass
         await self._listen.close()
         await self._conn.close()

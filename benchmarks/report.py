@@ -187,7 +187,7 @@ def markdown(env: dict[str, Any], figures: list[Figure], notes: list[str],
         by_name = {f.name: f for f in figs}
         lines += [f"## `{name}`: {sc.title}", "", sc.description, ""]
         for unit in dict.fromkeys(f.unit for f in figs):
-            lines += _table([f for f in figs if f.unit == unit], by_name) + [""]
+            lines += [*_table([f for f in figs if f.unit == unit], by_name), ""]
     if notes or extra:
         lines += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
     if extra:

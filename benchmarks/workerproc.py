@@ -28,7 +28,8 @@ from .tasks import Noop
 
 
 async def _line() -> str:
-    return (await asyncio.to_thread(sys.stdin.readline)).strip()
+    line: str = await asyncio.to_thread(sys.stdin.readline)
+    return line.strip()
 
 
 async def main(mode: str, dsn: str, prefix: str, concurrency: int) -> None:
