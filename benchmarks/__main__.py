@@ -34,7 +34,14 @@ async def run(args: argparse.Namespace) -> list[Figure]:
         before = len(bench.figures)
         await SCENARIOS[name].fn(bench)
         for fig in bench.figures[before:]:
-            print(f"   {fig.name:<45} {fig.rate:>10,.0f} jobs/s", flush=True)
+            if fig.unit == "ms":
+                shown = f"p50 {fig.percentile(50):.2f} ms, p99 {fig.percentile(99):.2f} ms"
+            elif fig.unit == "MB":
+                shown = f"RSS {fig.samples[0]:.1f} → peak {max(fig.samples):.1f} → " \
+                        f"{fig.samples[-1]:.1f} MB"
+            else:
+                shown = f"{fig.rate:>10,.0f} jobs/s"
+            print(f"   {fig.name:<60} {shown}", flush=True)
     env["load_after"] = report.load_average()
     notes = [
         f"Noise: the machine is shared; load average {env['load_before']} before and "

@@ -10,6 +10,7 @@ by writing one such function in a module imported by :mod:`benchmarks.scenarios`
 from __future__ import annotations
 
 import contextlib
+import math
 import secrets
 import statistics
 import time
@@ -34,17 +35,32 @@ class Size:
     batch: int  # jobs per enqueue_many call
     batches: int  # calls per run
     big_batch: int | None  # one extra batch size measured at full size only
+    drain: int = 2_000  # jobs per drain run (worker scenarios)
+    one_row: int = 200  # jobs per run of the one-row-at-a-time raw drain
+    pickup: int = 100  # latency samples per contender
+    finished: int = 20_000  # backlog: completed rows already in the table
+    future: int = 2_000  # backlog: rows scheduled in the future
+    memory: int = 5_000  # jobs the memory scenario's worker runs through
+    rss_every: float = 0.2  # seconds between VmRSS samples
 
 
 SIZES = {
     "quick": Size("quick", runs=1, one_by_one=200, batch=1_000, batches=2, big_batch=None),
-    "full": Size("full", runs=3, one_by_one=5_000, batch=1_000, batches=20, big_batch=50_000),
+    "full": Size("full", runs=3, one_by_one=5_000, batch=1_000, batches=20, big_batch=50_000,
+                 drain=20_000, one_row=5_000, pickup=1_000, finished=1_000_000, future=100_000,
+                 memory=200_000, rss_every=2.0),
 }
 
 
 @dataclass
 class Figure:
-    """One measured rate; ``references`` name the raw figures it is compared with."""
+    """One measured rate; ``references`` name the figures it is compared with (raw
+    figures, or another venturi figure of the same scenario, e.g. empty vs backlog).
+
+    ``unit`` says what the figure is: ``jobs/s`` (``seconds`` per run), ``ms``
+    (``samples`` are latencies; compared by p50 and p99, lower is better) or
+    ``MB`` (``samples`` are the RSS of a process over time).
+    """
 
     scenario: str
     name: str
@@ -53,6 +69,13 @@ class Figure:
     references: tuple[str, ...] = ()  # raw figures of the same scenario to compare with
     raw: bool = False
     note: str = ""
+    unit: str = "jobs/s"
+    samples: list[float] = field(default_factory=list)
+
+    def percentile(self, q: float) -> float:
+        """The ``q``-th percentile of ``samples`` (nearest rank)."""
+        ordered = sorted(self.samples)
+        return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
 
     @property
     def rates(self) -> list[float]:
@@ -64,11 +87,26 @@ class Figure:
         return statistics.median(self.rates)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "scenario": self.scenario, "name": self.name, "jobs": self.jobs,
             "seconds": self.seconds, "rates": self.rates, "jobs_per_s": self.rate,
             "references": list(self.references), "raw": self.raw, "note": self.note,
+            "unit": self.unit,
         }
+        if self.unit == "ms":
+            out.update(p50_ms=self.percentile(50), p99_ms=self.percentile(99),
+                       max_ms=max(self.samples), samples=self.samples)
+        elif self.unit == "MB":
+            out.update(rss_mb=rss_summary(self.samples), samples=self.samples)
+        return out
+
+
+def rss_summary(samples: list[float]) -> dict[str, float]:
+    """Start (the first sample), warm (the sample a tenth of the way in: after the
+    first batches have sized the buffers), peak, end, and the end's drift from warm."""
+    warm = samples[len(samples) // 10]
+    return {"start": samples[0], "warm": warm, "peak": max(samples), "end": samples[-1],
+            "drift": samples[-1] / warm - 1}
 
 
 @dataclass

@@ -15,7 +15,7 @@ import asyncpg
 
 import venturi
 
-from .harness import SCENARIOS, Figure
+from .harness import SCENARIOS, Figure, rss_summary
 
 
 def _cpu_model() -> str:
@@ -83,7 +83,14 @@ async def environment(dsn: str, command: str) -> dict[str, Any]:
 
 def ratio(fig: Figure, ref: Figure) -> float:
     """The median over runs of the run's ratio: both were measured in the same
-    slices of the same run, so the run's load cancels out of each ratio."""
+    slices of the same run, so the run's load cancels out of each ratio.
+
+    Latencies compare p99 (lower is better: 1.2 means 20 % slower than the
+    reference); memory compares the peak RSS."""
+    if fig.unit == "ms":
+        return fig.percentile(99) / ref.percentile(99)
+    if fig.unit == "MB":
+        return max(fig.samples) / max(ref.samples)
     if len(fig.seconds) == len(ref.seconds):
         return statistics.median(a / b for a, b in zip(fig.rates, ref.rates, strict=True))
     return fig.rate / ref.rate
@@ -93,9 +100,48 @@ def _ratios(fig: Figure, by_name: dict[str, Figure]) -> str:
     parts = []
     for ref in fig.references:
         other = by_name.get(ref)
-        if other is not None:
+        if other is None:
+            continue
+        if fig.unit == "ms":
+            parts.append(f"p50 {fig.percentile(50) / other.percentile(50):.2f}×, "
+                         f"p99 {ratio(fig, other):.2f}× {ref}")
+        elif fig.unit == "MB":
+            parts.append(f"peak {ratio(fig, other):.2f}× {ref}")
+        else:
             parts.append(f"{ratio(fig, other):.0%} of {ref}")
     return "; ".join(parts) if parts else "—" if not fig.raw else "(reference)"
+
+
+def _label(fig: Figure) -> str:
+    label = f"{fig.name} *(raw)*" if fig.raw else f"**{fig.name}**"
+    return label + (f" — {fig.note}" if fig.note else "")
+
+
+def _table(figs: list[Figure], by_name: dict[str, Figure]) -> list[str]:
+    unit = figs[0].unit
+    if unit == "ms":
+        lines = ["| figure | samples | p50 ms | p90 ms | p99 ms | max ms | vs reference |",
+                 "|---|---:|---:|---:|---:|---:|---|"]
+        for f in figs:
+            lines.append(f"| {_label(f)} | {f.jobs:,} | {f.percentile(50):.2f} | "
+                         f"{f.percentile(90):.2f} | {f.percentile(99):.2f} | "
+                         f"{max(f.samples):.2f} | {_ratios(f, by_name)} |")
+        return lines
+    if unit == "MB":
+        lines = ["| figure | jobs | jobs/s | RSS start MB | warm | peak | end | end vs warm "
+                 "| vs reference |", "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+        for f in figs:
+            r = rss_summary(f.samples)
+            lines.append(f"| {_label(f)} | {f.jobs:,} | {f.rate:,.0f} | {r['start']:.1f} | "
+                         f"{r['warm']:.1f} | {r['peak']:.1f} | {r['end']:.1f} | "
+                         f"{r['drift']:+.1%} | {_ratios(f, by_name)} |")
+        return lines
+    lines = ["| figure | jobs per run | jobs/s (median) | runs: min–max jobs/s "
+             "| vs reference (median of per-run ratios) |", "|---|---:|---:|---|---|"]
+    for f in figs:
+        lines.append(f"| {_label(f)} | {f.jobs:,} | {f.rate:,.0f} | {_spread(f)} | "
+                     f"{_ratios(f, by_name)} |")
+    return lines
 
 
 def _spread(fig: Figure) -> str:
@@ -139,19 +185,9 @@ def markdown(env: dict[str, Any], figures: list[Figure], notes: list[str],
     for name, figs in by_scenario.items():
         sc = SCENARIOS[name]
         by_name = {f.name: f for f in figs}
-        lines += [
-            f"## `{name}`: {sc.title}", "", sc.description, "",
-            "| figure | jobs per run | jobs/s (median) | runs: min–max jobs/s "
-            "| vs raw (median of per-run ratios) |",
-            "|---|---:|---:|---|---|",
-        ]
-        for fig in figs:
-            label = f"{fig.name} *(raw)*" if fig.raw else f"**{fig.name}**"
-            if fig.note:
-                label += f" — {fig.note}"
-            lines.append(f"| {label} | {fig.jobs:,} | {fig.rate:,.0f} | {_spread(fig)} | "
-                         f"{_ratios(fig, by_name)} |")
-        lines.append("")
+        lines += [f"## `{name}`: {sc.title}", "", sc.description, ""]
+        for unit in dict.fromkeys(f.unit for f in figs):
+            lines += [*_table([f for f in figs if f.unit == unit], by_name), ""]
     if notes or extra:
         lines += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
     if extra:

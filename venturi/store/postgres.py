@@ -27,6 +27,7 @@ from ..errors import (
 )
 from . import _sql
 from .base import (
+    Action,
     ClaimRequest,
     CleanupCriteria,
     Clock,
@@ -112,10 +113,15 @@ def _translated(prefix: str, dsn: str | None = None) -> Any:
         raise translate(exc, prefix, dsn) from None
 
 
+# Enum lookups by value without the enum machinery's call: once per claimed or settled row.
+_STATUS = {s.value: s for s in Status}
+_OUTCOME = {o.value: o for o in Outcome}
+
+
 def _record(r: Any) -> JobRecord:
     carry = r[13]
     return JobRecord(
-        id=r[0], kind=r[1], payload=orjson.loads(r[2]), priority=r[3], status=Status(r[4]),
+        id=r[0], kind=r[1], payload=orjson.loads(r[2]), priority=r[3], status=_STATUS[r[4]],
         created_at=r[5], visible_at=r[6], claim_expires_at=r[7], claimed_by=r[8],
         finished_at=r[9], run_count=r[10], failure_count=r[11], max_failures=r[12],
         carry=None if carry is None else orjson.loads(carry), dedup_key=r[14],
@@ -445,6 +451,15 @@ class PostgresStore(Store):
         for index, x in enumerate(settlements):
             first.setdefault((x.id, x.run_no), index)
         s = [settlements[i] for i in sorted(first.values())]
+        if all(x.action is Action.COMPLETE and x.successor is None and not x.set_carry
+               for x in s):
+            done = await self._fetch(
+                "settle_completions", claimed_by, [x.id for x in s], [x.run_no for x in s],
+                [x.note for x in s], [x.attachment for x in s])
+            hits = {(r[0], r[1]) for r in done}
+            return [Settled(x.id, True, Status.COMPLETED, Outcome.COMPLETED)
+                    if first[x.id, x.run_no] == index and (x.id, x.run_no) in hits
+                    else Settled(x.id, False) for index, x in enumerate(settlements)]
         rows = await self._fetch(
             "settle_many", claimed_by,
             [x.id for x in s], [x.run_no for x in s], [x.action.value for x in s],
@@ -453,7 +468,7 @@ class PostgresStore(Store):
             [x.successor[0] if x.successor else None for x in s],
             [x.successor[1] if x.successor else None for x in s],
         )
-        applied = {(r[0], r[5]): (Status(r[1]), Outcome(r[2])) for r in rows}
+        applied = {(r[0], r[5]): (_STATUS[r[1]], _OUTCOME[r[2]]) for r in rows}
         out = []
         for index, x in enumerate(settlements):
             hit = applied.get((x.id, x.run_no)) if first[x.id, x.run_no] == index else None

@@ -8,11 +8,12 @@ that ends a job.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import datetime as dt
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -31,6 +32,13 @@ log = structlog.get_logger("venturi.worker")
 MAX_NOTE = 500
 
 
+def _scope_class() -> type[anyio.CancelScope]:
+    """The running backend's CancelScope class. ``anyio.CancelScope(...)`` and
+    ``anyio.current_time()`` look the backend up (sniffio plus an import) on every
+    call: a measurable share of a no-op job's cost, paid here once per worker."""
+    return type(anyio.CancelScope())
+
+
 def format_traceback(exc: BaseException) -> str:
     """The traceback as text, without local variables: a renderer that shows locals
     (structlog's default on a terminal) would print payloads and credentials."""
@@ -45,7 +53,7 @@ def classify(exc: BaseException) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Held:
     """A claim this worker holds, from claim until its settlement commits."""
 
@@ -58,7 +66,6 @@ class Held:
     stop_reason: str | None = None  # "cancelled" | "lease-lost" | "release"
     started: float = 0.0
     carry: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def id(self) -> UUID:
@@ -107,6 +114,9 @@ class Executor:
         self.tasks = tasks
         self.state = state
         self._db_offset = db_offset  # callable: seconds to add to local UTC for database time
+        # Built inside the worker's event loop; anyio's clock on asyncio is the loop's.
+        self._scope = _scope_class()
+        self._clock = asyncio.get_running_loop().time
 
     def _db_now(self) -> dt.datetime:
         return dt.datetime.now(dt.UTC) + dt.timedelta(seconds=self._db_offset())
@@ -142,8 +152,8 @@ class Executor:
         error: BaseException | None = None
         # One scope per run: its deadline is the earlier of the local lease
         # deadline (moved by renewals) and the per-task timeout.
-        held.timeout_at = anyio.current_time() + options.timeout.total_seconds()
-        with anyio.CancelScope(deadline=min(held.deadline, held.timeout_at)) as scope:
+        held.timeout_at = self._clock() + options.timeout.total_seconds()
+        with self._scope(deadline=min(held.deadline, held.timeout_at)) as scope:
             held.scope = scope
             if held.stop_reason is not None:  # cancelled before it started
                 scope.cancel()
@@ -158,7 +168,7 @@ class Executor:
             reason = held.stop_reason
             if reason is None:
                 timed_out = held.timeout_at <= held.deadline and (
-                    anyio.current_time() >= held.timeout_at)
+                    self._clock() >= held.timeout_at)
                 reason = "timeout" if timed_out else "lease-lost"
             if reason == "timeout":
                 return self._fail(held, cls, task, "timeout", None)

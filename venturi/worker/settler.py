@@ -22,7 +22,8 @@ MAX_BATCH = 1000
 
 
 class Settler:
-    def __init__(self, worker: Worker, on_settled: Callable[[Settlement, Settled], None]) -> None:
+    def __init__(self, worker: Worker,
+                 on_settled: Callable[[list[Settlement], list[Settled]], None]) -> None:
         self._worker = worker
         self._on_settled = on_settled
         self._buffer: list[Settlement] = []
@@ -55,7 +56,6 @@ class Settler:
                     continue
                 worker.recovered_from_outage("settler")
                 del self._buffer[: len(batch)]
-                for settlement, result in zip(batch, results, strict=True):
-                    self._on_settled(settlement, result)
+                self._on_settled(batch, results)
             self._empty.set()
             worker.wake()

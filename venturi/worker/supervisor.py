@@ -35,6 +35,7 @@ from ..store.base import (
     ClaimRequest,
     CleanupCriteria,
     IdentityLock,
+    JobRecord,
     LeaseRenewal,
     NewJob,
     Outcome,
@@ -183,6 +184,10 @@ class Worker:
     @property
     def draining(self) -> bool:
         return self._draining
+
+    def _loop_time(self) -> float:
+        """anyio's clock on asyncio, without anyio's per-call backend lookup."""
+        return asyncio.get_running_loop().time()
 
     @property
     def held(self) -> int:
@@ -385,7 +390,10 @@ class Worker:
                 continue
             settled_before = self._settled_count
             try:
-                if not await self._unless_stopped(self._flushed_after_outage):
+                # The flush-first wait only exists after an outage; its stop guard costs a
+                # task group per claim, so it is only set up then.
+                if self._recovering and not await self._unless_stopped(
+                        self._flushed_after_outage):
                     return
                 normal, low = self._fairness.split(free)
                 jobs = await self.store.claim(ClaimRequest(
@@ -397,22 +405,8 @@ class Worker:
                 continue
             self.recovered_from_outage("claimer")
             self._fairness.advance(len(jobs))
-            now = anyio.current_time()
-            wall = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=self._db_offset)
-            for job in jobs:
-                lease = self.leases[job.kind]
-                held = Held(job, lease, now + lease.total_seconds() * 2 / 3)
-                self._held[job.id] = held
-                self._active += 1
-                self._idle.clear()
-                m = self._kind_metrics[job.kind]
-                m.claimed.inc()
-                m.pickup.observe(max((wall - job.visible_at).total_seconds(), 0.0))
-                if self._trace:
-                    log.debug("job_claimed", job_id=str(job.id), kind=job.kind,
-                              run_no=job.run_count)
-                self._inbox.put_nowait(held)
-            self.metrics.in_flight.set(len(self._held))
+            if jobs:
+                self._dispatch(jobs)
             if len(jobs) == free:
                 self._wake.set()  # there is probably more: claim again as slots free up
             else:
@@ -426,6 +420,30 @@ class Worker:
                     return
                 if self._until_empty and not quiet:
                     self._wake.set()
+
+    def _dispatch(self, jobs: list[JobRecord]) -> None:
+        """Hold the claimed jobs and hand them to the slots (per-batch bookkeeping)."""
+        now = self._loop_time()
+        wall = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=self._db_offset)
+        deadlines = {k: (v, v.total_seconds() * 2 / 3) for k, v in self.leases.items()}
+        claimed: dict[str, int] = {}
+        held_map, put = self._held, self._inbox.put_nowait
+        for job in jobs:
+            kind = job.kind
+            lease, ahead = deadlines[kind]
+            held = Held(job, lease, now + ahead)
+            held_map[job.id] = held
+            claimed[kind] = claimed.get(kind, 0) + 1
+            self._kind_metrics[kind].pickup.observe(
+                max((wall - job.visible_at).total_seconds(), 0.0))
+            if self._trace:
+                log.debug("job_claimed", job_id=str(job.id), kind=kind, run_no=job.run_count)
+            put(held)
+        self._active += len(jobs)
+        self._idle.clear()
+        for kind, n in claimed.items():
+            self._kind_metrics[kind].claimed.inc(n)
+        self.metrics.in_flight.set(len(held_map))
 
     async def _unless_stopped(self, wait: Callable[[], Awaitable[None]]) -> bool:
         """Run one of the claimer's waits, cut short by a stop request: during an outage
@@ -483,15 +501,34 @@ class Worker:
             self.metrics.lost.labels(held.kind).inc()
         self._forget(held.id)
 
-    def _forget(self, id: UUID) -> None:
+    def _forget(self, id: UUID, gauge: bool = True) -> None:
         held = self._held.pop(id, None)
         if held is not None and held.state != "settling":
             held.state = "settling"
             self._deactivate()
-        self.metrics.in_flight.set(len(self._held))
+        if gauge:
+            self.metrics.in_flight.set(len(self._held))
 
-    def _on_settled(self, settlement: Settlement, result: Settled) -> None:
-        self._settled_count += 1
+    def _on_settled(self, batch: list[Settlement], results: list[Settled]) -> None:
+        """One committed settle batch: plain completions take the short path (counted
+        per kind once per batch); everything else is logged one by one."""
+        self._settled_count += len(batch)
+        completed: dict[str, int] = {}
+        held_map = self._held
+        for settlement, result in zip(batch, results, strict=True):
+            held = held_map.get(settlement.id)
+            if (held is not None and result.outcome is Outcome.COMPLETED and not self._trace
+                    and held.state == "settling" and held.run_no == settlement.run_no):
+                completed[held.kind] = completed.get(held.kind, 0) + 1
+                del held_map[settlement.id]  # state is "settling": nothing to deactivate
+            else:
+                self._on_settled_one(settlement, result)
+        for kind, n in completed.items():
+            self._kind_metrics[kind].completed.inc(n)
+        self._stats["completed"] += sum(completed.values())
+        self.metrics.in_flight.set(len(held_map))
+
+    def _on_settled_one(self, settlement: Settlement, result: Settled) -> None:
         held = self._held.get(settlement.id)
         kind = held.kind if held else "?"
         if not result.applied:
@@ -531,7 +568,7 @@ class Worker:
                 self.metrics.released.labels(kind).inc()
                 log.info("job_released", job_id=str(settlement.id), kind=kind,
                          run_no=settlement.run_no)
-        self._forget(settlement.id)
+        self._forget(settlement.id, gauge=False)
 
     # --- services -------------------------------------------------------------------------
 

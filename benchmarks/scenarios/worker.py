@@ -1,0 +1,441 @@
+"""Worker scenarios: drain, pickup latency, backlog, memory and scale-out, beside raw loops.
+
+The drain and pickup scenarios run the ``Worker`` in this process (its own
+task group on the benchmark's event loop, nothing else running); memory and
+scale-out run it in child processes (:mod:`benchmarks.workerproc`). The raw
+references (:mod:`benchmarks.raw`) work on a migrated prefix of the same shape,
+without a journal, and are measured in the same runs, taking turns with venturi.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import functools
+import json
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+
+import asyncpg
+import orjson
+import structlog
+
+from venturi import Queue, Worker, logs
+from venturi._ids import uuid7_many
+
+from ..explain import Statement, _id, explain
+from ..harness import Bench, Figure, scenario, truncate
+from ..raw import INSERT_NOTIFY, RawConsumer, drain_on
+from ..tasks import KIND, PROBE_KIND, STARTED, Noop, Probe, payload
+
+RAW_KIND = "bench.raw"
+COLUMNS = ["id", "kind", "payload", "priority", "max_failures"]
+ROOT = Path(__file__).resolve().parents[2]
+LEASE = dt.timedelta(seconds=30)
+PREFETCH = {10: 40, 50: 50}  # opt-in (the default is 0): claims of 50 and 100 rows
+
+
+@contextlib.contextmanager
+def quiet_logs() -> Iterator[None]:
+    """Warnings only while a scenario runs (per-job events are DEBUG anyway, and a
+    production worker logs at INFO: a few lines per drain); restored afterwards."""
+    saved = structlog.get_config()
+    logs.configure("json", level="warning")
+    try:
+        yield
+    finally:
+        structlog.configure(**saved)
+
+
+async def fill(conn: asyncpg.Connection, prefix: str, n: int, kind: str = KIND) -> None:
+    """``n`` runnable jobs by COPY (not timed): the same rows in every table."""
+    ids = uuid7_many(n)
+    await conn.copy_records_to_table(
+        f"{prefix}jobs", columns=COLUMNS,
+        records=((ids[i], kind, orjson.dumps(payload(i)).decode(), 1, 25) for i in range(n)))
+
+
+async def worker_drain(queue: Queue, concurrency: int, prefetch: int = 0) -> None:
+    await Worker(queue, tasks=[Noop], concurrency=concurrency,
+                 prefetch=prefetch).run(until_empty=True)
+
+
+Drain = Callable[[], Awaitable[object]]
+
+
+async def take_turns(bench: Bench, conn: asyncpg.Connection,
+                     contenders: dict[str, tuple[str, int, str, Drain]],
+                     *, clean: bool = True) -> dict[str, list[float]]:
+    """Each run: every contender in turn (the order rotates between runs) gets its
+    table filled with its jobs, untimed, then drains it, timed. ``contenders`` maps
+    a name to (prefix, jobs, kind, drain). With ``clean`` the table is emptied first;
+    without, it is vacuumed instead: earlier drains leave dead entries at the head of the
+    claim index that every claim steps over until autovacuum reaches the table (at 20 %
+    of a million rows: rarely), and the comparison is about the rows the table holds."""
+    names = list(contenders)
+    seconds: dict[str, list[float]] = {n: [] for n in names}
+    for run in range(bench.size.runs):
+        for name in names[run % len(names):] + names[:run % len(names)]:
+            prefix, jobs, kind, drain = contenders[name]
+            if clean:
+                await truncate(conn, prefix)
+            else:
+                await conn.execute(f"VACUUM {prefix}jobs")
+            await fill(conn, prefix, jobs, kind)
+            start = time.perf_counter()
+            await drain()
+            seconds[name].append(time.perf_counter() - start)
+            left = await conn.fetchval(
+                f"SELECT count(*) FROM {prefix}jobs WHERE status <> 'completed' AND kind = $1 "
+                "AND visible_at <= now()", kind)
+            if left:
+                raise RuntimeError(f"{name}: {left} jobs not completed after the drain")
+    return seconds
+
+
+@scenario("drain", "worker drain, no-op jobs, one process")
+async def drain(bench: Bench) -> None:
+    """One `Worker(..., concurrency=10 | 50).run(until_empty=True)`, in the benchmark's
+    process, drains N no-op jobs (20,000 at full size), every run journaled; against a
+    raw asyncpg loop claiming 100 rows per statement with `FOR UPDATE SKIP LOCKED` and
+    marking them done in one statement, and the same loop one row at a time (on fewer
+    jobs: it is slow). Each statement is one transaction; no journal for raw. Timed
+    from `Worker(...)` to `run()` returning (boot and the final empty claim included).
+    The default configuration claims up to the free slots; with the opt-in `prefetch=`
+    the worker claims ahead, so the next claim's round trip overlaps running jobs."""
+    n, n1 = bench.size.drain, bench.size.one_row
+    async with (
+        bench.fresh_prefix() as vp,
+        bench.fresh_prefix() as rp,
+        Queue.connect(bench.dsn, prefix=vp) as queue,
+    ):
+        conn = await asyncpg.connect(bench.dsn)
+        try:
+            with quiet_logs():
+                secs = await take_turns(bench, conn, {
+                    "raw100": (rp, n, KIND, lambda: drain_on(conn, rp, 100)),
+                    "raw1": (rp, n1, KIND, lambda: drain_on(conn, rp, 1)),
+                    "c10": (vp, n, KIND, lambda: worker_drain(queue, 10)),
+                    "c50": (vp, n, KIND, lambda: worker_drain(queue, 50)),
+                    "c10p": (vp, n, KIND, lambda: worker_drain(queue, 10, PREFETCH[10])),
+                    "c50p": (vp, n, KIND, lambda: worker_drain(queue, 50, PREFETCH[50])),
+                })
+        finally:
+            await conn.close()
+    batched, one = "raw claim 100 + done 100 per statement", "raw claim 1 + done 1"
+    bench.record(Figure(bench.scenario, batched, n, secs["raw100"], raw=True))
+    bench.record(Figure(bench.scenario, one, n1, secs["raw1"], raw=True))
+    for c in (10, 50):
+        bench.record(Figure(bench.scenario, f"Worker concurrency={c}", n, secs[f"c{c}"],
+                            (batched, one), note="in-process, journaled, default config"))
+    for c in (10, 50):
+        bench.record(Figure(bench.scenario, f"Worker concurrency={c}, prefetch={PREFETCH[c]}",
+                            n, secs[f"c{c}p"], (batched, one),
+                            note="opt-in prefetch: the next claim overlaps the running batch"))
+
+
+async def _until(condition: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.001)
+
+
+@contextlib.asynccontextmanager
+async def running(worker: Worker) -> AsyncIterator[Worker]:
+    task = asyncio.create_task(worker.run())
+    try:
+        await _until(lambda: worker.health.ready or task.done(), 30, "the worker to listen")
+        if task.done():
+            task.result()
+        yield worker
+    finally:
+        await worker.drain(grace=5)
+        await task
+
+
+async def pickup(bench: Bench, queue: Queue, raw_prefix: str, n: int,
+                 rate: float = 50.0) -> tuple[list[float], list[float], float]:
+    """Latencies (ms) from enqueue commit to handler start, venturi and raw, ``n`` each.
+
+    One job every ``1/rate`` s, alternating venturi and raw jobs, each only after the
+    previous one started: both consumers are idle and LISTENing when a job arrives.
+    Commit time is when the producer's call returned; start time is what the handler
+    recorded; one process, one clock (``perf_counter``).
+    """
+    STARTED.clear()
+    raw_started: dict[int, float] = {}
+    committed: dict[str, dict[int, float]] = {"venturi": {}, "raw": {}}
+    insert = INSERT_NOTIFY.format(p=raw_prefix)
+    conn = await asyncpg.connect(bench.dsn)
+    worker = Worker(queue, tasks=[Probe], concurrency=10)
+    try:
+        async with (
+            running(worker),
+            RawConsumer(bench.dsn, raw_prefix,
+                        lambda p: raw_started.__setitem__(p["n"], time.perf_counter())),
+        ):
+            start = time.perf_counter()
+            tick = start
+            for i in range(2 * n):
+                tick += 1 / (2 * rate)
+                await asyncio.sleep(max(tick - time.perf_counter(), 0))
+                k = i // 2
+                if (i + k) % 2:  # alternate which goes first
+                    await queue.enqueue(Probe(n=k, uri=f"s3://bench/objects/{k:08d}"))
+                    committed["venturi"][k] = time.perf_counter()
+                    await _until(functools.partial(STARTED.__contains__, k), 10, "a venturi pickup")
+                else:
+                    await conn.fetchval(insert, uuid7_many(1)[0], KIND,
+                                        orjson.dumps(payload(k)).decode())
+                    committed["raw"][k] = time.perf_counter()
+                    await _until(functools.partial(raw_started.__contains__, k), 10, "a raw pickup")
+            seconds = time.perf_counter() - start
+    finally:
+        await conn.close()
+    ms_v = [(STARTED[k] - t) * 1000 for k, t in committed["venturi"].items()]
+    ms_r = [(raw_started[k] - t) * 1000 for k, t in committed["raw"].items()]
+    return ms_v, ms_r, seconds
+
+
+def _pickup_figures(bench: Bench, ms_v: list[float], ms_r: list[float], seconds: float,
+                    suffix: str = "", note: str = "") -> None:
+    raw = f"raw LISTEN + claim loop{suffix}"
+    bench.record(Figure(bench.scenario, raw, len(ms_r), [seconds], raw=True, unit="ms",
+                        samples=ms_r, note="plain asyncpg, same table shape"))
+    bench.record(Figure(bench.scenario, f"Worker pickup{suffix}", len(ms_v), [seconds], (raw,),
+                        unit="ms", samples=ms_v, note=note or "idle, LISTENing, in-process"))
+
+
+@scenario("pickup", "pickup latency into an idle worker")
+async def pickup_latency(bench: Bench) -> None:
+    """Jobs enqueued one at a time (`Queue.enqueue`, about 50 per second, each after the
+    previous one started) into an idle in-process worker (concurrency 10, LISTENing):
+    latency = handler start − enqueue commit, same process and clock. The raw
+    reference: a plain asyncpg LISTEN connection and a claim loop (claim up to 100,
+    mark done) woken by each notification, fed by an INSERT + pg_notify statement,
+    interleaved with venturi's jobs in the same run."""
+    async with (
+        bench.fresh_prefix() as vp,
+        bench.fresh_prefix() as rp,
+        Queue.connect(bench.dsn, prefix=vp) as queue,
+    ):
+        with quiet_logs():
+            ms_v, ms_r, seconds = await pickup(bench, queue, rp, bench.size.pickup)
+    _pickup_figures(bench, ms_v, ms_r, seconds)
+
+
+async def load_backlog(conn: asyncpg.Connection, prefix: str, finished: int,
+                       future: int) -> None:
+    """``finished`` completed jobs (each journaled) and ``future`` pending ones due in
+    an hour or more, of the kinds the scenario drains: what a claim must not walk."""
+    jobs = f"{prefix}jobs"
+    cols = "id, kind, payload, priority, status, created_at, visible_at, finished_at, run_count"
+    kinds = f"(ARRAY['{KIND}', '{RAW_KIND}', '{PROBE_KIND}'])[1 + g % 3]"
+    async with conn.transaction():
+        await conn.execute(f"""
+            INSERT INTO {jobs} ({cols})
+            SELECT {_id('t.ts', 'c00')}, {kinds}, jsonb_build_object('n', g), 1, 'completed',
+                   t.ts, t.ts, t.ts + interval '1 second', 1
+            FROM generate_series(1, $1::int) AS g,
+                 LATERAL (SELECT now() - interval '30 days'
+                                 + (g * (interval '30 days' / $1::int)) AS ts) AS t
+        """, finished)
+        await conn.execute(f"""
+            INSERT INTO {jobs} ({cols})
+            SELECT {_id('now()', 'f00')}, {kinds}, jsonb_build_object('n', g), 1, 'pending',
+                   now(), now() + interval '1 hour' + g * interval '1 second', NULL, 0
+            FROM generate_series(1, $1::int) AS g
+        """, future)
+        await conn.execute(f"""
+            INSERT INTO {prefix}journal (job_id, kind, run_no, recorded_at, outcome)
+            SELECT id, kind, 1, finished_at, 'completed' FROM {jobs} WHERE status = 'completed'
+        """)
+    await conn.execute(f"VACUUM ANALYZE {jobs}")
+    await conn.execute(f"VACUUM ANALYZE {prefix}journal")
+
+
+@scenario("backlog", "drain and pickup with a large backlog in the table")
+async def backlog(bench: Bench) -> None:
+    """The drain at concurrency 50 and the pickup latency again, on a table already
+    holding 1,000,000 completed (journaled) jobs and 100,000 scheduled an hour or more
+    ahead (full size; built with INSERT ... SELECT generate_series), against the same
+    drain on an empty table in the same runs, and the raw batched loop on both (the
+    backlog table is vacuumed before each drain, the empty one truncated). The claim
+    statement's plan at that size is in the note (EXPLAIN ANALYZE, rolled back)."""
+    n = bench.size.drain
+    async with (
+        bench.fresh_prefix() as bp,
+        bench.fresh_prefix() as ep,
+        Queue.connect(bench.dsn, prefix=bp) as big,
+        Queue.connect(bench.dsn, prefix=ep) as empty,
+    ):
+        conn = await asyncpg.connect(bench.dsn)
+        try:
+            built = time.perf_counter()
+            await load_backlog(conn, bp, bench.size.finished, bench.size.future)
+            built = time.perf_counter() - built
+            with quiet_logs():
+                secs = await take_turns(bench, conn, {
+                    "raw_empty": (ep, n, RAW_KIND, lambda: drain_on(conn, ep, 100, RAW_KIND)),
+                    "raw_big": (bp, n, RAW_KIND, lambda: drain_on(conn, bp, 100, RAW_KIND)),
+                    "empty": (ep, n, KIND, lambda: worker_drain(empty, 50)),
+                    "big": (bp, n, KIND, lambda: worker_drain(big, 50)),
+                }, clean=False)
+                await fill(conn, bp, 1_000)
+                plan = await explain(conn, bp, Statement(
+                    "claim", "", ([KIND], [LEASE], 50, 5, 5, "bench/boot"), ("jobs_claim",)))
+                await worker_drain(big, 50)
+                await conn.execute(f"VACUUM {bp}jobs")
+                ms_v, ms_r, seconds = await pickup(bench, big, bp, bench.size.pickup)
+        finally:
+            await conn.close()
+    rows = f"{bench.size.finished:,} completed + {bench.size.future:,} future rows"
+    scan = ("index scan on " + ", ".join(plan.indexes)) if plan.index_driven \
+        else f"NOT index-driven: seq scans {plan.seq_scans}"
+    raw_e, raw_b = "raw claim 100 + done 100, empty table", f"raw claim 100 + done 100, {rows}"
+    bench.record(Figure(bench.scenario, raw_e, n, secs["raw_empty"], raw=True))
+    bench.record(Figure(bench.scenario, raw_b, n, secs["raw_big"], raw=True))
+    empty_name = "Worker concurrency=50, empty table"
+    bench.record(Figure(bench.scenario, empty_name, n, secs["empty"], (raw_e,)))
+    bench.record(Figure(
+        bench.scenario, f"Worker concurrency=50, {rows}", n, secs["big"], (raw_b, empty_name),
+        note=f"claim plan at this size: {scan}, {plan.ms:.1f} ms for 50 rows; "
+             f"backlog built in {built:.0f} s"))
+    _pickup_figures(bench, ms_v, ms_r, seconds, suffix=f", {rows}",
+                    note="idle, LISTENing, in-process, same backlog table")
+
+
+class Child:
+    """One ``benchmarks.workerproc`` process."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def start(cls, mode: str, dsn: str, prefix: str, concurrency: int) -> Child:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "benchmarks.workerproc", mode, dsn, prefix, str(concurrency),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=ROOT, env=env)
+        child = cls(proc)
+        if await child.read() != "ready":
+            raise RuntimeError(f"benchmark child {mode} did not start")
+        return child
+
+    async def read(self) -> str:
+        assert self.proc.stdout is not None
+        line = await asyncio.wait_for(self.proc.stdout.readline(), 600)
+        return line.decode().strip()
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line.encode() + b"\n")
+
+    async def done(self) -> dict[str, float]:
+        line = await self.read()
+        if not line.startswith("done "):
+            raise RuntimeError(f"benchmark child failed: {line!r}")
+        result: dict[str, float] = json.loads(line[5:])
+        return result
+
+    async def close(self) -> None:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self.send("exit")
+        try:
+            await asyncio.wait_for(self.proc.wait(), 30)
+        except TimeoutError:
+            self.proc.kill()
+            await self.proc.wait()
+
+    def rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        raise RuntimeError("no VmRSS")
+
+
+async def _processes(bench: Bench, mode: str, prefix: str, count: int,
+                     concurrency: int) -> float:
+    """Start ``count`` children, tell them all to go, wait for all: the wall time."""
+    children = [await Child.start(mode, bench.dsn, prefix, concurrency) for _ in range(count)]
+    try:
+        start = time.perf_counter()
+        for c in children:
+            c.send("go")
+        for c in children:
+            await c.done()
+        return time.perf_counter() - start
+    finally:
+        for c in children:
+            await c.close()
+
+
+@scenario("scaleout", "scale-out: two worker processes vs one")
+async def scaleout(bench: Bench) -> None:
+    """N no-op jobs (20,000 at full size) drained by one worker process
+    (`Worker(concurrency=50).run(until_empty=True)`), then by two on the same table,
+    timed by the parent from "go" to the last one's return (processes started and
+    connected beforehand); the raw batched loop in one and two processes likewise."""
+    n = bench.size.drain
+    async with bench.fresh_prefix() as sp:
+        conn = await asyncpg.connect(bench.dsn)
+        try:
+            secs = await take_turns(bench, conn, {
+                f"{mode}{k}": (sp, n, KIND, functools.partial(_processes, bench, mode, sp, k, 50))
+                for mode in ("raw", "worker") for k in (1, 2)
+            })
+        finally:
+            await conn.close()
+    r1, r2 = "raw batched loop, 1 process", "raw batched loop, 2 processes"
+    one = "Worker concurrency=50, 1 process"
+    bench.record(Figure(bench.scenario, r1, n, secs["raw1"], raw=True))
+    bench.record(Figure(bench.scenario, r2, n, secs["raw2"], raw=True))
+    bench.record(Figure(bench.scenario, one, n, secs["worker1"], (r1,)))
+    bench.record(Figure(bench.scenario, "Worker concurrency=50, 2 processes", n,
+                        secs["worker2"], (r2, one), note="the ratio to 1 process is the "
+                        "scale-out factor"))
+
+
+@scenario("memory", "worker memory across a long drain")
+async def memory(bench: Bench) -> None:
+    """One worker process at concurrency 100 runs through N no-op jobs (200,000 at
+    full size, enqueued beforehand); the parent samples the child's VmRSS from /proc
+    every few seconds (every 2 s at full size). Start is the process ready to go
+    (imported, connected), warm the sample a tenth of the way in; the drift is end
+    against warm. The raw batched loop in a child process is the floor: Python,
+    asyncpg and one connection."""
+    n = bench.size.memory
+    figures = {}
+    async with bench.fresh_prefix() as mp:
+        conn = await asyncpg.connect(bench.dsn)
+        try:
+            for mode in ("raw", "worker"):
+                await truncate(conn, mp)
+                for lo in range(0, n, 50_000):
+                    await fill(conn, mp, min(50_000, n - lo))
+                child = await Child.start(mode, bench.dsn, mp, 100)
+                try:
+                    samples = [child.rss_mb()]
+                    child.send("go")
+                    result = asyncio.ensure_future(child.done())
+                    while not result.done():
+                        await asyncio.wait([result], timeout=bench.size.rss_every)
+                        samples.append(child.rss_mb())
+                    figures[mode] = (samples, result.result()["seconds"])
+                finally:
+                    await child.close()
+        finally:
+            await conn.close()
+    raw = "raw batched loop process"
+    samples, seconds = figures["raw"]
+    bench.record(Figure(bench.scenario, raw, n, [seconds], raw=True, unit="MB", samples=samples))
+    samples, seconds = figures["worker"]
+    bench.record(Figure(bench.scenario, "Worker concurrency=100 process", n, [seconds], (raw,),
+                        unit="MB", samples=samples))

@@ -1,0 +1,56 @@
+"""A drain in a process of its own, for the scenarios that need one (memory, scale-out).
+
+``python -m benchmarks.workerproc MODE DSN PREFIX CONCURRENCY``, MODE ``worker``
+(a venturi ``Worker`` with the no-op task, ``run(until_empty=True)``) or ``raw``
+(the batched raw loop of :mod:`benchmarks.scenarios.worker`). Talks to the
+parent over stdin/stdout, one line at a time, so the parent's clock and its
+/proc samples bracket exactly the drain:
+
+- the child connects and prints ``ready``;
+- the parent writes ``go``; the child drains and prints ``done {json}``;
+- the parent takes its last sample and writes ``exit``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import time
+
+import structlog
+
+from venturi import Queue, Worker
+
+from .raw import raw_drain
+from .tasks import Noop
+
+
+async def _line() -> str:
+    line: str = await asyncio.to_thread(sys.stdin.readline)
+    return line.strip()
+
+
+async def main(mode: str, dsn: str, prefix: str, concurrency: int) -> None:
+    # Warnings go to stderr: stdout carries the protocol.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+                        logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    async with Queue.connect(dsn, prefix=prefix) as queue:
+        worker = Worker(queue, tasks=[Noop], concurrency=concurrency) if mode == "worker" \
+            else None
+        print("ready", flush=True)
+        if await _line() != "go":
+            return
+        start = time.perf_counter()
+        if worker is not None:
+            await worker.run(until_empty=True)
+        else:
+            await raw_drain(dsn, prefix, 100)
+        seconds = time.perf_counter() - start
+        print("done " + json.dumps({"seconds": seconds}), flush=True)
+        await _line()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])))
