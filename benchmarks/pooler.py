@@ -24,23 +24,13 @@ from pathlib import Path
 
 import venturi
 import venturi.logs
+from benchmarks.harness import drop_prefix
 from tests import pgbouncer
 from tests.chaos.tasks import Noop
 
 DEFAULT_DSN = "postgresql://root@127.0.0.1:5432/test"
 HERE = Path(__file__).resolve().parent
 MODES = ("direct", "direct-nocache", "pgbouncer")
-
-
-async def _drop(dsn: str, prefix: str) -> None:
-    import asyncpg
-
-    conn = await asyncpg.connect(dsn)
-    try:
-        for table in ("journal", "jobs", "workers", "migrations"):
-            await conn.execute(f"DROP TABLE IF EXISTS {prefix}{table} CASCADE")
-    finally:
-        await conn.close()
 
 
 async def one_round(mode: str, pg_dsn: str, bouncer_dsn: str, jobs: int,
@@ -77,7 +67,7 @@ async def one_round(mode: str, pg_dsn: str, bouncer_dsn: str, jobs: int,
                 raise RuntimeError(f"{mode}: {left} jobs left after the drain")
         return {"single": single, "batch": batch, "drain": drain}
     finally:
-        await _drop(pg_dsn, prefix)
+        await drop_prefix(pg_dsn, prefix)
 
 
 async def bench(pg_dsn: str, jobs: int, singles: int, rounds: int,
