@@ -564,6 +564,10 @@ class IdentityLock(abc.ABC):
     async def acquire(self) -> bool:
         """Try to take the lock (again, after a reconnect); whether we hold it."""
 
+    async def ping(self) -> None:  # noqa: B027 - optional hook
+        """Round-trip on the lock's session; sets ``lost`` if the session is gone, so a
+        silently dead socket is noticed (the default, for in-process locks, does nothing)."""
+
 
 def job_notice(kind: str, visible_at: dt.datetime, now: dt.datetime) -> str:
     """The ``{prefix}jobs`` payload: ``kind`` when runnable, ``kind|epoch`` when due later."""

@@ -696,6 +696,16 @@ class PostgresIdentityLock(IdentityLock):
             await self._close()
         return got
 
+    async def ping(self) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            with _translated(self._prefix, self._dsn):
+                await asyncio.wait_for(conn.fetchval("SELECT 1"), timeout=5)
+        except DatabaseUnavailable:
+            self.lost.set()
+
     async def _close(self) -> None:
         if self._conn is not None:
             conn, self._conn = self._conn, None

@@ -825,7 +825,11 @@ class Worker:
     async def _guard_identity(self, lock: IdentityLock) -> None:
         """Rule 9: re-take the name's lock after a reconnect; drain if someone else has it."""
         while True:
-            await lock.lost.wait()
+            while not lock.lost.is_set():
+                with anyio.move_on_after(LISTEN_PING_INTERVAL):
+                    await lock.lost.wait()
+                if not lock.lost.is_set():
+                    await lock.ping()  # a silently dead session shows up here
             log.warning("identity_lock_lost", worker=self.name)
             while True:
                 try:
