@@ -78,27 +78,28 @@ def clock() -> ManualClock:
     return ManualClock(now)
 
 
-@pytest.fixture
-async def pg_store(pg_dsn: str, prefix: str, clock: ManualClock) -> AsyncIterator[PostgresStore]:
-    store = await PostgresStore.connect(pg_dsn, prefix=prefix, max_size=10, clock=clock)
+async def _migrated_store(dsn: str, prefix: str,
+                          clock: ManualClock | None) -> AsyncIterator[PostgresStore]:
+    store = await PostgresStore.connect(dsn, prefix=prefix, max_size=10, clock=clock)
     await store.migrate()
     try:
         yield store
     finally:
         await store.close()
-        await drop_prefix(pg_dsn, prefix)
+        await drop_prefix(dsn, prefix)
+
+
+@pytest.fixture
+async def pg_store(pg_dsn: str, prefix: str, clock: ManualClock) -> AsyncIterator[PostgresStore]:
+    async for store in _migrated_store(pg_dsn, prefix, clock):
+        yield store
 
 
 @pytest.fixture
 async def pg_store_dbclock(pg_dsn: str, prefix: str) -> AsyncIterator[PostgresStore]:
     """A PostgresStore on database time (no injected clock), for worker tests."""
-    store = await PostgresStore.connect(pg_dsn, prefix=prefix, max_size=10)
-    await store.migrate()
-    try:
+    async for store in _migrated_store(pg_dsn, prefix, None):
         yield store
-    finally:
-        await store.close()
-        await drop_prefix(pg_dsn, prefix)
 
 
 @pytest.fixture(params=["memory", "postgres"])

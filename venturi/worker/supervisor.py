@@ -150,6 +150,7 @@ class Worker:
         self._capacity = self.config.concurrency + self.config.prefetch
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
+        self._stopped = asyncio.Event()  # set when run() has returned
         self._force = False
         self._flush_scope: anyio.CancelScope | None = None
         self._draining = False
@@ -204,7 +205,7 @@ class Worker:
         rest, and wait until ``run()`` has returned. Idempotent."""
         self.request_drain(grace)
         if self._ran:
-            await self._stopped_event().wait()
+            await self._stopped.wait()
 
     def request_drain(self, grace: dt.timedelta | float | None = None) -> None:
         if grace is not None:
@@ -215,12 +216,6 @@ class Worker:
         self.health.draining = True
         self._stop.set()
         self._wake.set()
-
-    def _stopped_event(self) -> asyncio.Event:
-        ev: asyncio.Event | None = getattr(self, "_stopped", None)
-        if ev is None:
-            ev = self._stopped = asyncio.Event()
-        return ev
 
     # --- database health (rule 15) ---------------------------------------------------
 
@@ -257,7 +252,7 @@ class Worker:
         self._until_empty = until_empty
         # Per-job events are DEBUG; decide once, so the hot path skips building them.
         self._trace = bool(getattr(log, "is_enabled_for", lambda _l: True)(logging.DEBUG))
-        stopped = self._stopped_event()
+        stopped = self._stopped
         try:
             async with AsyncExitStack() as stack:
                 state = None
