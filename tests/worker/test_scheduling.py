@@ -179,3 +179,36 @@ async def test_workers_claim_only_their_kinds_and_never_the_same_job(pgq: Queue)
 
 async def _all_done(queue: Queue, ids: list[UUID]) -> bool:
     return await queue.count(statuses=["completed"]) >= len(ids)
+
+
+async def test_prefetch_sends_the_next_claim_while_buffered_jobs_still_wait(pgq: Queue) -> None:
+    """With prefetch, a claim goes out once a prefetch window is free and jobs are still
+    buffered, so its round trip overlaps their runs; without, never ahead of the slots."""
+    await pgq.enqueue_many([Routine() for _ in range(300)])
+    store = pgq.store
+    real_claim = store.claim
+
+    async def measure(**options: Any) -> list[tuple[int, int]]:
+        seen: list[tuple[int, int]] = []  # (rows asked for, jobs buffered at that moment)
+
+        async def recording_claim(request: ClaimRequest) -> list[JobRecord]:
+            buffered = sum(h.state == "buffered" for h in worker._held.values())
+            seen.append((request.limit, buffered))
+            return await real_claim(request)
+
+        store.claim = recording_claim  # type: ignore[method-assign]
+        try:
+            worker = venturi.Worker(pgq, tasks=[Routine], **options)
+            await asyncio.wait_for(worker.run(until_empty=True), 30)
+        finally:
+            del store.claim
+        return seen
+
+    ahead = await measure(concurrency=4, prefetch=20)
+    overlapped = [limit for limit, buffered in ahead if buffered]
+    assert len(overlapped) >= 5, ahead  # most claims went out ahead of an empty inbox
+    assert min(overlapped) >= 20, ahead  # ... and each for at least a prefetch window
+
+    await pgq.enqueue_many([Routine() for _ in range(100)])
+    plain = await measure(concurrency=4)
+    assert all(limit <= 4 for limit, _ in plain), plain

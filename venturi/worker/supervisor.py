@@ -148,6 +148,12 @@ class Worker:
 
         self._held: dict[UUID, Held] = {}
         self._capacity = self.config.concurrency + self.config.prefetch
+        # With prefetch, the next claim goes out while buffered jobs still wait: once a
+        # prefetch window is free, a slot about to start a job yields to the claimer
+        # first, so the claim's round trip overlaps runs instead of alternating with them.
+        self._claiming = False
+        self._claim_floor = max(1, self.config.prefetch)
+        self._overlap = self.config.prefetch > 0
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._stopped = asyncio.Event()  # set when run() has returned
@@ -383,6 +389,8 @@ class Worker:
             free = self._capacity - self._active
             if free <= 0:
                 continue
+            if free < self._claim_floor and self._inbox.qsize():
+                continue  # the slots have buffered work: wait for a worthwhile batch
             settled_before = self._settled_count
             try:
                 # The flush-first wait only exists after an outage; its stop guard costs a
@@ -391,8 +399,13 @@ class Worker:
                         self._flushed_after_outage):
                     return
                 normal, low = self._fairness.split(free)
-                jobs = await self.store.claim(ClaimRequest(
-                    self.claimed_by, self.leases, free, reserve_normal=normal, reserve_low=low))
+                self._claiming = True
+                try:
+                    jobs = await self.store.claim(ClaimRequest(
+                        self.claimed_by, self.leases, free, reserve_normal=normal,
+                        reserve_low=low))
+                finally:
+                    self._claiming = False
             except DatabaseUnavailable:
                 if not await self._unless_stopped(lambda: self.outage("claimer")):
                     return
@@ -460,6 +473,9 @@ class Worker:
         inbox = self._inbox
         while True:
             held = await inbox.get()
+            if (self._overlap and not self._claiming and self._wake.is_set()
+                    and self._capacity - self._active >= self._claim_floor):
+                await asyncio.sleep(0)  # let the claimer send the next claim first
             if self._held.get(held.id) is not held:
                 continue  # cancelled or lost while buffered
             if self._draining:
