@@ -12,6 +12,8 @@ import venturi
 from venturi import Outcome, Queue, Status
 from venturi.store.base import NewJob, Store
 
+from ..conftest import wait_for
+
 pytestmark = pytest.mark.timeout(60)
 SEEN: dict[str, list[Any]] = {}
 
@@ -65,6 +67,27 @@ class Sleepy(venturi.Task, kind="w.sleepy", timeout=dt.timedelta(milliseconds=20
 
     async def run(self, ctx: venturi.Context) -> None:
         await asyncio.sleep(30)
+
+
+STOPPED_AFTER: dict[str, float] = {}
+
+
+class Patient(venturi.Task, kind="w.patient", timeout=dt.timedelta(seconds=20), max_failures=1):
+    """Starts first, with a far timeout: the deadline watcher's only target at first."""
+
+    async def run(self, ctx: venturi.Context) -> None:
+        await asyncio.sleep(1.5)
+
+
+class Hasty(venturi.Task, kind="w.hasty", timeout=dt.timedelta(milliseconds=150),
+            max_failures=1):
+    async def run(self, ctx: venturi.Context) -> None:
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        try:
+            await asyncio.sleep(30)
+        finally:
+            STOPPED_AFTER["hasty"] = loop.time() - began
 
 
 async def drain_all(queue: Queue, *tasks: type[venturi.Task], **options: Any) -> venturi.Worker:
@@ -158,6 +181,26 @@ async def test_task_timeout_counts_as_a_failure(wqueue: Queue) -> None:
     row = await wqueue.job(job.id)
     assert row is not None and row.status is Status.DEAD and row.failure_count == 2
     assert [e.note for e in await wqueue.journal(job.id)] == ["timeout", "timeout"]
+
+
+async def test_a_later_run_with_a_nearer_timeout_is_stopped_on_time(wqueue: Queue) -> None:
+    """One timer serves every run: a run that starts after another and is due before it
+    moves that timer earlier, so it is stopped at its own timeout."""
+    STOPPED_AFTER.clear()
+    patient = await wqueue.enqueue(Patient())
+    worker = venturi.Worker(wqueue, tasks=[Patient, Hasty], concurrency=2)
+    runner = asyncio.create_task(worker.run(until_empty=True))
+    try:
+        await wait_for(lambda: worker.held == 1 and worker._active == 1, what="patient running")
+        hasty = await wqueue.enqueue(Hasty())
+        await wait_for(lambda: "hasty" in STOPPED_AFTER, timeout=1.2,
+                       what="the hasty run stopped (well before the patient one ends)")
+        assert 0.14 <= STOPPED_AFTER["hasty"] < 0.6, STOPPED_AFTER
+        await asyncio.wait_for(runner, 30)
+    finally:
+        runner.cancel()
+    assert [e.note for e in await wqueue.journal(hasty.id)] == ["timeout"]
+    assert [e.outcome for e in await wqueue.journal(patient.id)] == [Outcome.COMPLETED]
 
 
 async def test_failure_logs_carry_a_plain_traceback_not_exc_info(wqueue: Queue) -> None:

@@ -13,6 +13,7 @@ import builtins
 import datetime as dt
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -63,7 +64,7 @@ class Held:
     state: str = "buffered"  # buffered -> running -> settling
     scope: anyio.CancelScope | None = None
     timeout_at: float = float("inf")  # loop time when the per-task timeout fires
-    stop_reason: str | None = None  # "cancelled" | "lease-lost" | "release"
+    stop_reason: str | None = None  # "cancelled" | "lease-lost" | "timeout" | "release"
     started: float = 0.0
     carry: Any = None
 
@@ -80,9 +81,19 @@ class Held:
         return self.record.kind
 
     def set_deadline(self, deadline: float) -> None:
-        self.deadline = deadline
-        if self.scope is not None:
-            self.scope.deadline = min(deadline, self.timeout_at)
+        self.deadline = deadline  # renewals only move it later: the watcher rescans
+
+    @property
+    def due(self) -> float:
+        """When this run must stop: its local lease deadline or its timeout."""
+        return self.deadline if self.deadline < self.timeout_at else self.timeout_at
+
+    def expire(self, now: float) -> bool:
+        """Stop the run if it is due; True if it was."""
+        if now < self.due:
+            return False
+        self.stop("timeout" if self.timeout_at <= self.deadline else "lease-lost")
+        return True
 
     def stop(self, reason: str) -> None:
         """Ask the running handler to stop; the first reason wins."""
@@ -110,10 +121,12 @@ def _note(text: str | None) -> str | None:
 
 
 class Executor:
-    def __init__(self, tasks: dict[str, type[Task]], state: Any, db_offset: Any) -> None:
+    def __init__(self, tasks: dict[str, type[Task]], state: Any, db_offset: Any,
+                 watch: Callable[[float], None]) -> None:
         self.tasks = tasks
         self.state = state
         self._db_offset = db_offset  # callable: seconds to add to local UTC for database time
+        self._watch = watch  # tells the deadline watcher when a run starting now is due
         # Built inside the worker's event loop; anyio's clock on asyncio is the loop's.
         self._scope = _scope_class()
         self._clock = asyncio.get_running_loop().time
@@ -150,13 +163,17 @@ class Executor:
         held.started = time.monotonic()
         result: Any = None
         error: BaseException | None = None
-        # One scope per run: its deadline is the earlier of the local lease
-        # deadline (moved by renewals) and the per-task timeout.
-        held.timeout_at = self._clock() + options.timeout.total_seconds()
-        with self._scope(deadline=min(held.deadline, held.timeout_at)) as scope:
+        # One scope per run, without a deadline of its own: the worker's deadline
+        # watcher stops it at the earlier of the local lease deadline (moved by
+        # renewals) and the task's timeout (one timer for all runs, not one each).
+        now = self._clock()
+        held.timeout_at = now + options.timeout.total_seconds()
+        with self._scope() as scope:
             held.scope = scope
             if held.stop_reason is not None:  # cancelled before it started
                 scope.cancel()
+            elif not held.expire(now):  # a prefetched claim may have expired while buffered
+                self._watch(held.due)
             try:
                 result = await task.run(ctx)
             except Exception as exc:
@@ -165,11 +182,7 @@ class Executor:
         held.carry = ctx.carry
 
         if scope.cancel_called:
-            reason = held.stop_reason
-            if reason is None:
-                timed_out = held.timeout_at <= held.deadline and (
-                    self._clock() >= held.timeout_at)
-                reason = "timeout" if timed_out else "lease-lost"
+            reason = held.stop_reason  # set by stop(), the only way this scope is cancelled
             if reason == "timeout":
                 return self._fail(held, cls, task, "timeout", None)
             if reason == "release":

@@ -168,6 +168,8 @@ class Worker:
         self._recovering = False
         self._timer_target: float | None = None
         self._timer_changed = asyncio.Event()
+        self._deadline_at = math.inf  # when the deadline watcher wakes next
+        self._deadline_changed = asyncio.Event()
         self._timer_recompute = True
         self._ran = False
         self._inbox: asyncio.Queue[Held] = asyncio.Queue()
@@ -264,7 +266,8 @@ class Worker:
                 state = None
                 if self._lifespan is not None:
                     state = await stack.enter_async_context(self._lifespan())
-                self._executor = Executor(self.tasks, state, lambda: self._db_offset)
+                self._executor = Executor(self.tasks, state, lambda: self._db_offset,
+                                          self._watch_deadline)
                 if self.config.http is not None:
                     self.http = HealthServer(self, self.config.http)
                     await self.http.start()
@@ -333,6 +336,7 @@ class Worker:
                 services.start_soon(self._heartbeat)
                 services.start_soon(self._poll)
                 services.start_soon(self._stall_monitor)
+                services.start_soon(self._deadline_watcher)
                 services.start_soon(self._periodic)
                 services.start_soon(self._guard_identity, lock)
                 if self.config.retention:
@@ -712,6 +716,26 @@ class Worker:
                 if len(recovered) == 1000:
                     continue
             await anyio.sleep(period)
+
+    def _watch_deadline(self, due: float) -> None:
+        if due < self._deadline_at:
+            self._deadline_at = due
+            self._deadline_changed.set()
+
+    async def _deadline_watcher(self) -> None:
+        """Stops runs at their local lease deadline or their task's timeout: one
+        timer for the earliest due run, instead of a timer armed per run."""
+        clock = asyncio.get_running_loop().time
+        while True:
+            self._deadline_changed.clear()
+            now = clock()
+            due = math.inf
+            for held in list(self._held.values()):
+                if held.state == "running" and held.scope is not None and not held.expire(now):
+                    due = min(due, held.due)
+            self._deadline_at = due
+            with anyio.move_on_after(due - now if due < math.inf else math.inf):
+                await self._deadline_changed.wait()
 
     async def _renewer(self) -> None:
         """Rule 8: renew every held lease about every third of it, in one statement."""
