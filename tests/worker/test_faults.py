@@ -294,3 +294,24 @@ async def test_worker_drains_when_another_session_takes_its_name(pgq: Queue) -> 
 async def _status(queue: Queue, job_id: UUID, status: Status) -> bool:
     row = await queue.job(job_id)
     return row is not None and row.status is status
+
+
+async def test_a_new_grace_cuts_short_a_drain_already_waiting(
+        pgq: Queue, probe: type[Probe]) -> None:
+    """`venturi drain --grace 0` sent while a drain waits out a long grace releases the
+    running job now, not when the first grace ends."""
+    job = await pgq.enqueue(Gated())
+    worker = venturi.Worker(pgq, tasks=[Gated], concurrency=1, name="graceful")
+    runner = asyncio.create_task(worker.run())
+    try:
+        await wait_for(probe.started.is_set, what="the job to start")
+        worker.request_drain(120)
+        await wait_for(lambda: worker._grace_scope is not None, what="the drain to wait")
+        began = time.monotonic()
+        await pgq.store.notify_control({"op": "drain", "worker": "graceful", "grace": 0})
+        await asyncio.wait_for(asyncio.shield(runner), 10)
+        assert time.monotonic() - began < 5
+    finally:
+        runner.cancel()
+    assert probe.cancelled.is_set()
+    assert [e.outcome for e in await pgq.journal(job.id)] == [Outcome.RELEASED]

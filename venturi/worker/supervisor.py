@@ -161,6 +161,8 @@ class Worker:
         self._flush_scope: anyio.CancelScope | None = None
         self._draining = False
         self._grace = self.config.grace
+        self._grace_scope: anyio.CancelScope | None = None  # the drain's wait for running jobs
+        self._grace_began = 0.0
         self._until_empty = False
         self._fairness = Fairness()
         self._db_offset = 0.0
@@ -216,8 +218,12 @@ class Worker:
             await self._stopped.wait()
 
     def request_drain(self, grace: dt.timedelta | float | None = None) -> None:
+        """Ask for a drain. A grace given while the drain already waits for running
+        jobs replaces the remaining wait, counted from when that wait began."""
         if grace is not None:
             self._grace = grace if isinstance(grace, dt.timedelta) else dt.timedelta(seconds=grace)
+            if self._grace_scope is not None:
+                self._grace_scope.deadline = self._grace_began + self._grace.total_seconds()
         if not self._draining:
             log.info("drain_requested", worker=self.name, grace=self._grace.total_seconds())
         self._draining = True
@@ -356,8 +362,11 @@ class Worker:
         """Two phases: wait for running jobs up to the grace period, then release the rest."""
         self._release_buffered()
         if not self._force:
-            with anyio.move_on_after(self._grace.total_seconds()):
+            self._grace_began = self._loop_time()
+            with anyio.move_on_after(self._grace.total_seconds()) as scope:
+                self._grace_scope = scope
                 await self._idle.wait()
+            self._grace_scope = None
         for held in list(self._held.values()):
             if held.state == "running":
                 held.stop("release")
