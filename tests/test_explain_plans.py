@@ -33,6 +33,11 @@ async def test_claim_and_subject_lookup_use_their_indexes(
     claim = explained["claim"]
     assert "jobs_claim" in claim.indexes, claim.plan
     assert not claim.seq_scans, claim.plan
+    # Settling and renewing probe the primary key per run: never every claimed row.
+    for name in ("settle_completions", "settle_many", "extend_leases"):
+        keyed = explained[name]
+        assert keyed.indexes == ["jobs_pkey"], (name, keyed.plan)
+        assert not keyed.seq_scans, (name, keyed.plan)
     subject = explained["count_subject"]
     assert subject.indexes == ["jobs_subject"], subject.plan
     assert not subject.seq_scans, subject.plan

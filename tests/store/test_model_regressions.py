@@ -36,6 +36,30 @@ async def test_stale_epoch_before_live_one_in_one_batch(queue: Queue, store: Sto
                                                         (True, Outcome.COMPLETED)]
 
 
+async def test_completions_of_two_epochs_in_one_batch(queue: Queue, store: Store) -> None:
+    """The completion fast path keys its input by id: a second epoch of the same id
+    must still be judged on its own, in either order, and repeats apply once."""
+    job = await queue.enqueue(Embed(uri="file:///epochs-done"))
+    (claimed,) = await store.claim(ClaimRequest("w/1", {"test.embed": LEASE}, 1))
+    live, stale = claimed.run_count, claimed.run_count + 1
+    results = await store.settle_many("w/1", [
+        Settlement(job.id, stale, Action.COMPLETE, note="stale"),
+        Settlement(job.id, live, Action.COMPLETE, note="live"),
+        Settlement(job.id, live, Action.COMPLETE, note="repeat"),
+    ])
+    assert [(r.applied, r.outcome) for r in results] == [
+        (False, None), (True, Outcome.COMPLETED), (False, None)]
+    assert [(e.run_no, e.note) for e in await queue.journal(job.id)] == [(live, "live")]
+
+    other = await queue.enqueue(Embed(uri="file:///epochs-done-2"))
+    (claimed,) = await store.claim(ClaimRequest("w/1", {"test.embed": LEASE}, 1))
+    results = await store.settle_many("w/1", [
+        Settlement(other.id, claimed.run_count, Action.COMPLETE, note="live"),
+        Settlement(other.id, claimed.run_count + 1, Action.COMPLETE, note="stale"),
+    ])
+    assert [(r.applied, r.outcome) for r in results] == [(True, Outcome.COMPLETED), (False, None)]
+
+
 async def test_repeated_renewal_last_one_wins(queue: Queue, store: Store,
                                               clock: ManualClock) -> None:
     """PostgreSQL applied an arbitrary one of two renewals of the same claim."""

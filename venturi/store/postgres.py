@@ -453,10 +453,15 @@ class PostgresStore(Store):
         s = [settlements[i] for i in sorted(first.values())]
         if all(x.action is Action.COMPLETE and x.successor is None and not x.set_carry
                for x in s):
-            done = await self._fetch(
-                "settle_completions", claimed_by, [x.id for x in s], [x.run_no for x in s],
-                [x.note for x in s], [x.attachment for x in s])
-            hits = {(r[0], r[1]) for r in done}
+            hits: set[tuple[UUID, int]] = set()
+            while s:  # the input is keyed by id: a repeated id (two epochs) waits a round
+                keyed = {x.id: x for x in reversed(s)}
+                done = await self._fetch(
+                    "settle_completions", claimed_by, list(keyed), orjson.dumps(
+                        {str(k): (x.run_no, x.note, x.attachment) for k, x in keyed.items()}
+                    ).decode())
+                hits.update((r[0], r[1]) for r in done)
+                s = [x for x in s if keyed[x.id] is not x]
             return [Settled(x.id, True, Status.COMPLETED, Outcome.COMPLETED)
                     if first[x.id, x.run_no] == index and (x.id, x.run_no) in hits
                     else Settled(x.id, False) for index, x in enumerate(settlements)]

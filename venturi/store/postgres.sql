@@ -182,7 +182,10 @@ WITH input AS (
         claim_expires_at = NULL,
         carry = CASE WHEN i.set_carry THEN i.carry::jsonb ELSE j.carry END
     FROM input AS i
-    WHERE j.id = i.id AND j.status = 'claimed' AND j.claimed_by = $2 AND j.run_count = i.run_no
+    -- (status || '') keeps the planner off the partial index of claimed rows: probing the
+    -- primary key per input row costs the batch, not every claimed row of every worker.
+    WHERE j.id = i.id AND (j.status || '') = 'claimed' AND j.claimed_by = $2
+      AND j.run_count = i.run_no
     RETURNING j.id, j.kind, j.status, j.payload, j.priority, j.max_failures, j.periodic,
               j.visible_at, i.run_no, i.action, i.note, i.attachment, i.next_id, i.next_at
 ), entries AS (
@@ -227,25 +230,31 @@ FROM entries AS e
 
 -- name: settle_completions
 -- settle_many's common case, a batch of plain completions (no carry, no periodic
--- successor): the same guard and journal entry, without the inputs, the successor
--- insert and the wake-ups a completion never needs (about 15 % less work per row).
+-- successor): the same guard and journal entry, without the successor insert and
+-- the wake-ups a completion never needs. No join: each row finds its input
+-- ([run_no, note, attachment] under its id in $4) by a key lookup. A join with the
+-- unnested input let the planner, misled by a claimed-row estimate of one, rescan
+-- the whole input for every row: quadratic in the batch (0.4 ms of a 1 ms settle of
+-- 50, 100 ms for 800). (status || '') keeps it off the partial index of claimed
+-- rows: the primary key is probed per id, whatever other workers hold.
 WITH upd AS (
     UPDATE {prefix}jobs AS j SET
         status = 'completed', finished_at = {now}, claimed_by = NULL, claim_expires_at = NULL
-    FROM unnest($3::uuid[], $4::int4[], $5::text[], $6::text[])
-         AS i(id, run_no, note, attachment)
-    WHERE j.id = i.id AND j.status = 'claimed' AND j.claimed_by = $2 AND j.run_count = i.run_no
-    RETURNING j.id, j.kind, i.run_no, i.note, i.attachment
+    WHERE j.id = ANY($3::uuid[]) AND (j.status || '') = 'claimed' AND j.claimed_by = $2
+      AND j.run_count = ($4::jsonb -> (j.id::text) ->> 0)::int4
+    RETURNING j.id, j.kind, j.run_count, $4::jsonb -> (j.id::text) AS e
 )
 INSERT INTO {prefix}journal (job_id, kind, run_no, recorded_at, outcome, note, attachment)
-SELECT id, kind, run_no, {now}, 'completed', note, attachment::jsonb FROM upd
+SELECT id, kind, run_count, {now}, 'completed', e ->> 1, (e ->> 2)::jsonb FROM upd
 RETURNING job_id, run_no
 
 -- name: extend_leases
 -- Renewal for all of a worker's running jobs at once, each guarded by its epoch.
 UPDATE {prefix}jobs AS j SET claim_expires_at = {now} + r.lease
 FROM unnest($3::uuid[], $4::int4[], $5::interval[]) AS r(id, run_no, lease)
-WHERE j.id = r.id AND j.status = 'claimed' AND j.claimed_by = $2 AND j.run_count = r.run_no
+-- Keyed by id, like the settle statements (see there for the status test).
+WHERE j.id = r.id AND (j.status || '') = 'claimed' AND j.claimed_by = $2
+  AND j.run_count = r.run_no
 RETURNING j.id
 
 -- name: find_stale
