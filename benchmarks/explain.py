@@ -175,20 +175,21 @@ class Statement:
 def statements() -> list[Statement]:
     week_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=7)
     every = ["pending", "claimed", "completed", "dead"]
-    ids = [uuid.uuid4() for _ in range(50)]  # the plan's shape, not its hits, is the point
+    ids = [uuid.uuid4() for _ in range(1000)]  # a full settle batch; the plan is the point
     return [
         Statement("claim", "a worker taking up to 100 jobs of four kinds (10 slots reserved "
                   "for tier 1, 5 for tier 2)",
                   (KINDS, [LEASE] * 4, 100, 10, 5, "bench-worker/boot"), ("jobs_claim",)),
-        Statement("settle_completions", "a worker settling 50 completed runs",
+        Statement("settle_completions", "a worker settling a batch of 1,000 completed runs",
                   ("alive/boot2", ids, json.dumps({str(i): [1, None, None] for i in ids})),
                   ("jobs_pkey",)),
-        Statement("settle_many", "a worker settling 50 runs of mixed outcomes",
-                  ("alive/boot2", ids, [1] * 50, ["complete", "fail"] * 25, [None] * 50,
-                   [None] * 50, [dt.timedelta(seconds=5)] * 50, [False] * 50, [None] * 50,
-                   [None] * 50, [None] * 50), ("jobs_pkey",)),
-        Statement("extend_leases", "a worker renewing the leases of its 100 runs",
-                  ("alive/boot2", ids + ids, [1] * 100, [LEASE] * 100), ("jobs_pkey",)),
+        Statement("settle_many", "a worker settling 1,000 runs of mixed outcomes",
+                  ("alive/boot2", ids, json.dumps({
+                      str(i): [1, ("complete", "fail")[n % 2], None, None, 5_000_000, False,
+                               None, None, None] for n, i in enumerate(ids)})), ("jobs_pkey",)),
+        Statement("extend_leases", "a worker renewing the leases of its 1,000 runs",
+                  ("alive/boot2", ids, json.dumps({str(i): [1, 30_000_000] for i in ids})),
+                  ("jobs_pkey",)),
         Statement("find_stale", "the reaper looking for expired leases", (1000,),
                   ("jobs_expiry",)),
         Statement("recover_stale", "the reaper taking expired leases back", (1000,),

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import datetime as dt
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 import asyncpg
@@ -127,6 +127,28 @@ def _record(r: Any) -> JobRecord:
         carry=None if carry is None else orjson.loads(carry), dedup_key=r[14],
         subject=r[15], periodic=r[16],
     )
+
+
+_COMPLETED = (Status.COMPLETED, Outcome.COMPLETED)
+_Keyed = TypeVar("_Keyed", Settlement, LeaseRenewal)
+
+
+def _by_id(items: Sequence[_Keyed]) -> Iterator[dict[UUID, _Keyed]]:
+    """The batch keyed by job id, in rounds: the settle and renewal statements find
+    each row's input under its id, so two epochs of one id go in separate rounds."""
+    rest = list(items)
+    while rest:
+        keyed = {x.id: x for x in reversed(rest)}  # the first of each id this round
+        yield keyed
+        rest = [x for x in rest if keyed[x.id] is not x]
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _micros(delta: dt.timedelta) -> int:
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 @contextlib.asynccontextmanager
@@ -451,29 +473,22 @@ class PostgresStore(Store):
         for index, x in enumerate(settlements):
             first.setdefault((x.id, x.run_no), index)
         s = [settlements[i] for i in sorted(first.values())]
+        applied: dict[tuple[UUID, int], tuple[Status, Outcome]] = {}
         if all(x.action is Action.COMPLETE and x.successor is None and not x.set_carry
                for x in s):
-            hits: set[tuple[UUID, int]] = set()
-            while s:  # the input is keyed by id: a repeated id (two epochs) waits a round
-                keyed = {x.id: x for x in reversed(s)}
-                done = await self._fetch(
-                    "settle_completions", claimed_by, list(keyed), orjson.dumps(
-                        {str(k): (x.run_no, x.note, x.attachment) for k, x in keyed.items()}
-                    ).decode())
-                hits.update((r[0], r[1]) for r in done)
-                s = [x for x in s if keyed[x.id] is not x]
-            return [Settled(x.id, True, Status.COMPLETED, Outcome.COMPLETED)
-                    if first[x.id, x.run_no] == index and (x.id, x.run_no) in hits
-                    else Settled(x.id, False) for index, x in enumerate(settlements)]
-        rows = await self._fetch(
-            "settle_many", claimed_by,
-            [x.id for x in s], [x.run_no for x in s], [x.action.value for x in s],
-            [x.note for x in s], [x.attachment for x in s], [x.delay for x in s],
-            [x.set_carry for x in s], [x.carry for x in s],
-            [x.successor[0] if x.successor else None for x in s],
-            [x.successor[1] if x.successor else None for x in s],
-        )
-        applied = {(r[0], r[5]): (_STATUS[r[1]], _OUTCOME[r[2]]) for r in rows}
+            for keyed in _by_id(s):
+                done = await self._fetch("settle_completions", claimed_by, list(keyed), _json(
+                    {str(k): (x.run_no, x.note, x.attachment) for k, x in keyed.items()}))
+                applied.update(((r[0], r[1]), _COMPLETED) for r in done)
+        else:
+            for keyed in _by_id(s):
+                rows = await self._fetch("settle_many", claimed_by, list(keyed), _json({
+                    str(k): (x.run_no, x.action.value, x.note, x.attachment, _micros(x.delay),
+                             x.set_carry, x.carry,
+                             str(x.successor[0]) if x.successor else None,
+                             x.successor[1].isoformat() if x.successor else None)
+                    for k, x in keyed.items()}))
+                applied.update(((r[0], r[5]), (_STATUS[r[1]], _OUTCOME[r[2]])) for r in rows)
         out = []
         for index, x in enumerate(settlements):
             hit = applied.get((x.id, x.run_no)) if first[x.id, x.run_no] == index else None
@@ -485,14 +500,14 @@ class PostgresStore(Store):
     ) -> set[UUID]:
         if not renewals:
             return set()
-        # An UPDATE joins a row to one arbitrary input row: the last renewal of
-        # a claim wins, as if they were applied in order.
+        # The last renewal of a claim wins, as if they were applied in order.
         latest = list({(r.id, r.run_no): r for r in renewals}.values())
-        rows = await self._fetch(
-            "extend_leases", claimed_by, [r.id for r in latest],
-            [r.run_no for r in latest], [r.lease for r in latest],
-        )
-        return {r[0] for r in rows}
+        kept: set[UUID] = set()
+        for keyed in _by_id(latest):
+            rows = await self._fetch("extend_leases", claimed_by, list(keyed), _json(
+                {str(k): (r.run_no, _micros(r.lease)) for k, r in keyed.items()}))
+            kept.update(r[0] for r in rows)
+        return kept
 
     async def find_stale(self, limit: int = 1000) -> list[JobRecord]:
         return [_record(r) for r in await self._fetch("find_stale", limit)]

@@ -159,54 +159,57 @@ RETURNING j.id, j.kind, j.payload, j.priority, j.status, j.created_at, j.visible
 -- Rules 4-6 and 12 for a batch: the guard (claimed, by me, at this epoch) sits
 -- in the UPDATE, the journal rows come from its RETURNING (so a guard miss
 -- journals nothing), the failure budget is applied in the same statement, and a
--- terminal periodic occurrence inserts its successor.
-WITH input AS (
-    SELECT * FROM unnest($3::uuid[], $4::int4[], $5::text[], $6::text[], $7::text[],
-                         $8::interval[], $9::bool[], $10::text[], $11::uuid[], $12::timestamptz[])
-        AS i(id, run_no, action, note, attachment, delay, set_carry, carry, next_id, next_at)
-), upd AS (
+-- terminal periodic occurrence inserts its successor. Each row reads its input
+-- from $4, keyed by id: [run_no, action, note, attachment, delay in microseconds,
+-- set_carry, carry, successor id, successor time]; no join (see settle_completions).
+WITH upd AS (
     UPDATE {prefix}jobs AS j SET
-        status = CASE
-            WHEN i.action = 'complete' THEN 'completed'
-            WHEN i.action = 'kill' THEN 'dead'
-            WHEN i.action = 'fail' AND j.failure_count + 1 >= j.max_failures THEN 'dead'
+        status = CASE $4::jsonb -> (j.id::text) ->> 1
+            WHEN 'complete' THEN 'completed'
+            WHEN 'kill' THEN 'dead'
+            WHEN 'fail' THEN CASE WHEN j.failure_count + 1 >= j.max_failures
+                                  THEN 'dead' ELSE 'pending' END
             ELSE 'pending' END,
-        failure_count = j.failure_count + CASE WHEN i.action IN ('fail', 'kill') THEN 1 ELSE 0 END,
-        visible_at = CASE WHEN i.action IN ('fail', 'pause', 'release')
-                          THEN {now} + i.delay ELSE j.visible_at END,
-        finished_at = CASE
-            WHEN i.action IN ('complete', 'kill') THEN {now}
-            WHEN i.action = 'fail' AND j.failure_count + 1 >= j.max_failures THEN {now}
+        failure_count = j.failure_count + CASE WHEN $4::jsonb -> (j.id::text) ->> 1
+                                                    IN ('fail', 'kill') THEN 1 ELSE 0 END,
+        visible_at = CASE WHEN $4::jsonb -> (j.id::text) ->> 1 IN ('fail', 'pause', 'release')
+                          THEN {now} + ($4::jsonb -> (j.id::text) ->> 4)::int8
+                                       * interval '1 microsecond'
+                          ELSE j.visible_at END,
+        finished_at = CASE $4::jsonb -> (j.id::text) ->> 1
+            WHEN 'complete' THEN {now}
+            WHEN 'kill' THEN {now}
+            WHEN 'fail' THEN CASE WHEN j.failure_count + 1 >= j.max_failures THEN {now} END
             END,
         claimed_by = NULL,
         claim_expires_at = NULL,
-        carry = CASE WHEN i.set_carry THEN i.carry::jsonb ELSE j.carry END
-    FROM input AS i
-    -- (status || '') keeps the planner off the partial index of claimed rows: probing the
-    -- primary key per input row costs the batch, not every claimed row of every worker.
-    WHERE j.id = i.id AND (j.status || '') = 'claimed' AND j.claimed_by = $2
-      AND j.run_count = i.run_no
+        carry = CASE WHEN ($4::jsonb -> (j.id::text) ->> 5)::bool
+                     THEN ($4::jsonb -> (j.id::text) ->> 6)::jsonb ELSE j.carry END
+    -- (status || '') keeps the planner off the partial index of claimed rows.
+    WHERE j.id = ANY($3::uuid[]) AND (j.status || '') = 'claimed' AND j.claimed_by = $2
+      AND j.run_count = ($4::jsonb -> (j.id::text) ->> 0)::int4
     RETURNING j.id, j.kind, j.status, j.payload, j.priority, j.max_failures, j.periodic,
-              j.visible_at, i.run_no, i.action, i.note, i.attachment, i.next_id, i.next_at
+              j.visible_at, j.run_count AS run_no, $4::jsonb -> (j.id::text) AS e
 ), entries AS (
     INSERT INTO {prefix}journal (job_id, kind, run_no, recorded_at, outcome, note, attachment)
     SELECT id, kind, run_no, {now},
-           CASE action
+           CASE e ->> 1
                WHEN 'complete' THEN 'completed'
                WHEN 'pause' THEN 'paused'
                WHEN 'release' THEN 'released'
                WHEN 'kill' THEN 'dead'
                ELSE CASE WHEN status = 'dead' THEN 'dead' ELSE 'retried' END
            END,
-           note, attachment::jsonb
+           e ->> 2, (e ->> 3)::jsonb
     FROM upd
     RETURNING job_id, outcome, run_no
 ), successor AS (
     INSERT INTO {prefix}jobs (id, kind, payload, priority, created_at, visible_at,
                               max_failures, periodic)
-    SELECT next_id, kind, payload, priority, {now}, greatest(next_at, {now}), max_failures, true
+    SELECT (e ->> 7)::uuid, kind, payload, priority, {now},
+           greatest((e ->> 8)::timestamptz, {now}), max_failures, true
     FROM upd
-    WHERE periodic AND status IN ('completed', 'dead') AND next_id IS NOT NULL
+    WHERE periodic AND status IN ('completed', 'dead') AND e ->> 7 IS NOT NULL
     ON CONFLICT DO NOTHING
     RETURNING kind
 ), wake AS (
@@ -250,11 +253,11 @@ RETURNING job_id, run_no
 
 -- name: extend_leases
 -- Renewal for all of a worker's running jobs at once, each guarded by its epoch.
-UPDATE {prefix}jobs AS j SET claim_expires_at = {now} + r.lease
-FROM unnest($3::uuid[], $4::int4[], $5::interval[]) AS r(id, run_no, lease)
--- Keyed by id, like the settle statements (see there for the status test).
-WHERE j.id = r.id AND (j.status || '') = 'claimed' AND j.claimed_by = $2
-  AND j.run_count = r.run_no
+-- Keyed by id like the settle statements: $4 holds [run_no, lease in microseconds].
+UPDATE {prefix}jobs AS j
+SET claim_expires_at = {now} + ($4::jsonb -> (j.id::text) ->> 1)::int8 * interval '1 microsecond'
+WHERE j.id = ANY($3::uuid[]) AND (j.status || '') = 'claimed' AND j.claimed_by = $2
+  AND j.run_count = ($4::jsonb -> (j.id::text) ->> 0)::int4
 RETURNING j.id
 
 -- name: find_stale
