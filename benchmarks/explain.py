@@ -147,15 +147,8 @@ async def load(conn: asyncpg.Connection, prefix: str, shape: Shape) -> dict[str,
             INSERT INTO {prefix}journal (job_id, kind, run_no, outcome, note)
             SELECT id, kind, 3, 'dead', 'unsupported-format' FROM d
         """, shape.dead)
-        # Every finished run is journaled: cleanup's cascade and detail's lookups
-        # meet a journal as large as the table. Its rows reference jobs by
-        # construction, so the loader skips the per-row foreign-key checks
-        # (half the build time) where it may; for this transaction only.
-        try:
-            async with conn.transaction():
-                await conn.execute("SET LOCAL session_replication_role = replica")
-        except asyncpg.InsufficientPrivilegeError:
-            pass
+        # Every finished run is journaled: cleanup's journal trigger and detail's
+        # lookups meet a journal as large as the table.
         await step("journal", f"""
             INSERT INTO {prefix}journal (job_id, kind, run_no, recorded_at, outcome)
             SELECT id, kind, 1, finished_at, 'completed' FROM {jobs} WHERE status = 'completed'

@@ -507,7 +507,7 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def cleanup(self, criteria: CleanupCriteria) -> int:
-        """Delete terminal jobs (journals cascade); return how many."""
+        """Delete terminal jobs (their journals go with them); return how many."""
 
     # workers and control
     @abc.abstractmethod

@@ -464,7 +464,7 @@ WITH r AS (
 SELECT (SELECT count(*) FROM r) AS redriven, (SELECT n FROM wake) AS woke
 
 -- name: cleanup_batch
--- Bounded batches keep each delete (and its cascade) a short transaction. The
+-- Bounded batches keep each delete (and its journal trigger) a short transaction. The
 -- victims reach the DELETE as an array, one primary-key probe each: joined
 -- instead, they let the planner hash-join a sequential scan of the whole table.
 WITH victims AS (
