@@ -6,7 +6,7 @@ import datetime as dt
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from . import _codec
@@ -24,6 +24,7 @@ from .store.base import (
     JournalRecord,
     MergeUpdate,
     NewJob,
+    NewJobBatch,
     Snapshot,
     Status,
     Store,
@@ -179,6 +180,62 @@ class Queue:
         )
         return job, task
 
+    def _plain_batch(self, tasks: Sequence[JobLike]) -> NewJobBatch | None:
+        """The batch's columns when every item is a Task whose class has no dedup
+        key: ``_new_job``'s work without a record per job, with the class's
+        options read once per class. None: take the general path (``(kind,
+        payload)`` items, dedup keys), which also names the index of a bad item."""
+        n = len(tasks)
+        kinds: list[str] = []
+        payloads: list[str] = []
+        priorities: list[int] = []
+        max_failures: list[int] = []
+        subjects: list[str | None] | None = None
+        periodic: list[bool] | None = None
+        shapes: dict[type, tuple[str, int, int, bool, bool]] = {}
+        dumps, limit = _codec.dumps, self.max_payload_bytes
+        for index, item in enumerate(tasks):
+            shape = shapes.get(type(item))
+            if shape is None:
+                if not isinstance(item, Task):
+                    return None
+                cls = type(item)
+                if cls.dedup_key is not Task.dedup_key:
+                    return None
+                options = cls.__task__
+                shape = shapes[cls] = (options.kind, int(options.priority),
+                                       options.max_failures, options.periodic,
+                                       cls.subject is not Task.subject)
+            kind, priority, failures, is_periodic, has_subject = shape
+            try:
+                payload = dumps(item)
+                # check_size, inlined: only text that might be over is encoded.
+                if len(payload) * 4 > limit:
+                    _codec.check_size(payload, limit)
+            except InvalidJob as exc:
+                raise InvalidJob(exc.reason, index=index) from None
+            if has_subject:
+                subject = cast(Task, item).subject()
+                if not (isinstance(subject, str) and "\x00" not in subject
+                        and _encodable(subject)) and subject is not None:
+                    self._new_job(item, index=index)  # raises naming the index
+                    return None
+                if subjects is None:
+                    subjects = [None] * index
+                subjects.append(subject)
+            elif subjects is not None:
+                subjects.append(None)
+            if is_periodic and periodic is None:
+                periodic = [False] * index
+            if periodic is not None:
+                periodic.append(is_periodic)
+            kinds.append(kind)
+            payloads.append(payload)
+            priorities.append(priority)
+            max_failures.append(failures)
+        return NewJobBatch(uuid7_many(n), kinds, payloads, priorities, max_failures,
+                           subjects, periodic)
+
     @staticmethod
     def _as_task(item: JobLike) -> Task:
         if isinstance(item, Task):
@@ -237,6 +294,10 @@ class Queue:
         """Enqueue a batch atomically (one statement without dedup keys). Returns
         ids in input order; a merged item returns the surviving job's id. One bad
         item rejects the whole batch, naming its index."""
+        batch = self._plain_batch(tasks)
+        if batch is not None:
+            await self.store.enqueue_batch(batch, conn=conn)
+            return batch.ids
         new_job = self._new_job
         jobs: list[NewJob] = []
         as_tasks: list[Task] = []

@@ -6,13 +6,15 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+import orjson
 import pytest
 
 import venturi
 from tests.helpers import add, claim_one, new_job, settlement
-from tests.tasks import Embed, Refresh, Summarize, Urgent
+from tests.tasks import Embed, Refresh, Summarize, Tick, Urgent
 from venturi import Enqueued, InvalidJob, ManualClock, Outcome, Priority, Queue, Status
-from venturi.store.base import Action, CountFilter, MergeUpdate, Store
+from venturi._ids import uuid7
+from venturi.store.base import Action, CountFilter, MergeUpdate, NewJobBatch, Store
 
 S = dt.timedelta(seconds=1)
 
@@ -235,3 +237,64 @@ async def test_oversized_payload_is_invalid_job(store: Store) -> None:
         await small.enqueue_many([Embed(uri="ok"), Embed(uri="é" * 60)])
     assert info.value.index == 1
     assert await small.count() == 0
+
+
+async def test_enqueue_batch_stores_what_enqueue_would(store: Store, clock: ManualClock) -> None:
+    batch = NewJobBatch(
+        ids=[uuid7() for _ in range(3)], kinds=["a", "b", "a"],
+        payloads=['{"n": 1}', '{"n": 2}', "{}"], priorities=[0, 1, 2], max_failures=[1, 5, 25],
+        subjects=[None, "file:///s", None], periodic=[False, False, True],
+    )
+    await store.enqueue_batch(batch)
+    for i, job in enumerate(batch.jobs()):
+        row = await store.job(batch.ids[i])
+        assert row is not None
+        assert (row.kind, row.payload, row.priority, row.max_failures, row.subject,
+                row.periodic, row.status, row.visible_at, row.dedup_key, row.carry) == (
+            job.kind, orjson.loads(job.payload), job.priority, job.max_failures, job.subject,
+            job.periodic, Status.PENDING, clock.now(), None, None)
+    # Optional columns left out: no subject, not periodic.
+    plain = NewJobBatch(ids=[uuid7()], kinds=["c"], payloads=["{}"], priorities=[1],
+                        max_failures=[25])
+    await store.enqueue_batch(plain)
+    row = await store.job(plain.ids[0])
+    assert row is not None and (row.subject, row.periodic) == (None, False)
+
+
+@pytest.mark.parametrize("column", ["priorities", "max_failures", "payloads", "kinds", "subjects"])
+async def test_enqueue_batch_rejects_a_bad_row_naming_it(store: Store, column: str) -> None:
+    bad = {"priorities": 3, "max_failures": 0, "payloads": '{"a": "\\u0000"}',
+           "kinds": "k\x00", "subjects": "s\ud800"}[column]
+    columns: dict[str, Any] = {
+        "priorities": [1, 1, 1], "max_failures": [25, 25, 25], "payloads": ["{}"] * 3,
+        "kinds": ["k"] * 3, "subjects": [None, "s", None],
+    }
+    columns[column][1] = bad
+    batch = NewJobBatch(ids=[uuid7() for _ in range(3)], **columns)
+    with pytest.raises(InvalidJob) as info:
+        await store.enqueue_batch(batch)
+    assert info.value.index == 1
+    assert await store.count(CountFilter()) == 0
+
+
+async def test_enqueue_many_bulk_path_keeps_subjects_periodic_and_options(queue: Queue) -> None:
+    tasks: list[Any] = [Urgent(n=1), Embed(uri="file:///e/"), Tick(), Summarize(uri="file:///s")]
+    ids = await queue.enqueue_many(tasks)
+    rows = [await _row(queue, id) for id in ids]
+    assert [(r.kind, r.priority, r.max_failures, r.subject, r.periodic) for r in rows] == [
+        ("test.urgent", 0, 25, None, False), ("test.embed", 1, 3, "file:///e/", False),
+        ("test.tick", 1, 25, None, True), ("test.summarize", 2, 25, "file:///s", False)]
+    with pytest.raises(InvalidJob) as info:
+        await queue.enqueue_many([Embed(uri="ok"), BadSubject(uri="x")])
+    assert info.value.index == 1 and "subject()" in str(info.value)
+    assert await queue.count() == 4
+
+
+class BadSubject(venturi.Task, kind="test.bad-subject"):
+    uri: str
+
+    def subject(self) -> str | None:
+        return "a\x00b"
+
+    async def run(self, ctx: venturi.Context) -> None:
+        return None

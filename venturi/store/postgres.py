@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import datetime as dt
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from itertools import repeat
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -45,6 +46,7 @@ from .base import (
     MergeFn,
     MergeUpdate,
     NewJob,
+    NewJobBatch,
     Outcome,
     Recovered,
     Settled,
@@ -53,6 +55,7 @@ from .base import (
     Status,
     Store,
     WorkerInfo,
+    check_new_job_batch,
     check_new_jobs,
 )
 
@@ -494,6 +497,32 @@ class PostgresStore(Store):
                 _unless_all(None, [j.subject for j in jobs]),
                 _unless_all(False, [j.periodic for j in jobs]),
             )
+        await self._hot_execute(sql, params, conn)
+
+    async def enqueue_batch(self, batch: NewJobBatch, *, conn: Any = None) -> None:
+        # enqueue's plain insert, bound from the batch's columns as they are.
+        if not batch.ids:
+            return
+        check_new_job_batch(batch)
+        if len(batch.ids) >= COPY_MIN_ROWS:
+            columns = ["id", "kind", "payload", "priority", "max_failures", "subject", "periodic"]
+            n = len(batch.ids)
+            cols: list[Any] = [batch.ids, batch.kinds, batch.payloads, batch.priorities,
+                               batch.max_failures, batch.subjects or repeat(None, n),
+                               batch.periodic or repeat(False, n)]
+            now = self.clock.now()
+            if now is not None:
+                columns += ["created_at", "visible_at"]
+                cols += [repeat(now, n), repeat(now, n)]
+            async with self._hot_conn(conn) as c, _atomic(c, "venturi_copy"):
+                await c.copy_records_to_table(
+                    f"{self.prefix}jobs", records=zip(*cols, strict=True), columns=columns)
+                await c.execute(self._q["notify_kinds"].sql, sorted(set(batch.kinds)))
+            return
+        sql, params = self._args(
+            "insert_many", batch.ids, batch.kinds, batch.payloads, batch.priorities,
+            None, None, batch.max_failures, None, None, batch.subjects, batch.periodic,
+        )
         await self._hot_execute(sql, params, conn)
 
     def _copy_records(
