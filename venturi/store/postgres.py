@@ -203,6 +203,16 @@ def dedup_lock_key(prefix: str, kind: str, key: str) -> str:
     return f"{prefix}\x1f{kind}\x1f{key}"
 
 
+def _usable(c: Any) -> bool:
+    """Whether a kept connection can run a statement. One whose session was lost
+    while kept is not: asyncpg closed it and took its slot back into the pool
+    (its proxy is detached) or will when it is released."""
+    try:
+        return not c.is_closed()
+    except asyncpg.InterfaceError:  # detached: the slot is back in the pool
+        return False
+
+
 class PostgresStore(Store):
     """The production store. Build it with :meth:`connect`."""
 
@@ -328,13 +338,12 @@ class PostgresStore(Store):
         idle = self._idle
         while idle:
             c = idle.pop()
-            try:
-                if not c.is_closed():
-                    return c
-            except asyncpg.InterfaceError:
-                # A session lost while kept: asyncpg already gave its slot back.
-                continue
-            await self.pool.release(c)  # the pool reconnects its slot on next acquire
+            if _usable(c):
+                return c
+            # A closed connection's slot goes back to the pool (a no-op when asyncpg
+            # already took it back), which reconnects it on a later acquire.
+            with contextlib.suppress(Exception):
+                await self.pool.release(c)
         return await self.pool.acquire()
 
     def _keep(self, c: Any) -> bool:
@@ -404,7 +413,9 @@ class PostgresStore(Store):
             if conn is not None:
                 await conn.execute(sql, *params)
                 return
-            c = await self._checkout()
+            # _checkout's common case without awaiting a coroutine for it.
+            idle = self._idle
+            c = idle.pop() if idle and _usable(idle[-1]) else await self._checkout()
             try:
                 await c.execute(sql, *params)
             except BaseException as exc:
