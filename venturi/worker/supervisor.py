@@ -151,9 +151,12 @@ class Worker:
         # With prefetch, the next claim goes out while buffered jobs still wait: once a
         # prefetch window is free, a slot about to start a job yields to the claimer
         # first, so the claim's round trip overlaps runs instead of alternating with them.
+        # The claim then leaves about `concurrency` jobs buffered: that hides a round
+        # trip only when the slots are at least as many as the window (measured: +8 % at
+        # concurrency 50, prefetch 50; -7 % at 10 and 40, where claims only got smaller).
         self._claiming = False
         self._claim_floor = max(1, self.config.prefetch)
-        self._overlap = self.config.prefetch > 0
+        self._overlap = 0 < self.config.prefetch <= self.config.concurrency
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._stopped = asyncio.Event()  # set when run() has returned
