@@ -126,14 +126,19 @@ WITH kinds AS (
     WHERE status = 'pending' AND priority = 0 AND visible_at <= {now} AND kind = ANY($2::text[])
     ORDER BY visible_at, id LIMIT $4 FOR UPDATE SKIP LOCKED
 ), t1 AS (
+    -- Only when the reservation took all it asked for: fewer means the tier is
+    -- exhausted, and a second walk of its index range (past the dead entries that
+    -- claimed rows leave until VACUUM) would find nothing.
     SELECT id FROM {prefix}jobs
     WHERE status = 'pending' AND priority = 1 AND visible_at <= {now} AND kind = ANY($2::text[])
       AND id <> ALL (ARRAY(SELECT id FROM normal))
+      AND (SELECT count(*) FROM normal) >= $5
     ORDER BY visible_at, id LIMIT $4 FOR UPDATE SKIP LOCKED
 ), t2 AS (
     SELECT id FROM {prefix}jobs
     WHERE status = 'pending' AND priority = 2 AND visible_at <= {now} AND kind = ANY($2::text[])
       AND id <> ALL (ARRAY(SELECT id FROM low))
+      AND (SELECT count(*) FROM low) >= $6
     ORDER BY visible_at, id LIMIT $4 FOR UPDATE SKIP LOCKED
 ), fill AS (
     SELECT id FROM (SELECT id FROM t0 UNION ALL SELECT id FROM t1 UNION ALL SELECT id FROM t2) AS f
