@@ -107,37 +107,46 @@ SELECT count(pg_notify('{prefix}jobs', kind)) FROM m
 -- the fill takes the rest in priority order, one bounded range scan per tier
 -- (so future-scheduled rows of a high tier are never walked). CTEs are pulled
 -- lazily: a tier is only scanned, and its rows only locked, when the fill
--- still needs rows. Rows this statement already locked are excluded by id
+-- still needs rows. A tier's fill starts after the rows its reservation locked
 -- (SKIP LOCKED does not skip our own locks).
 WITH kinds AS (
     SELECT k.kind, k.lease FROM unnest($2::text[], $3::interval[]) AS k(kind, lease)
 ), low AS (
-    SELECT id FROM {prefix}jobs
+    SELECT id, visible_at FROM {prefix}jobs
     WHERE status = 'pending' AND priority = 2 AND visible_at <= {now} AND kind = ANY($2::text[])
     ORDER BY visible_at, id LIMIT $6 FOR UPDATE SKIP LOCKED
 ), normal AS (
-    SELECT id FROM {prefix}jobs
+    SELECT id, visible_at FROM {prefix}jobs
     WHERE status = 'pending' AND priority = 1 AND visible_at <= {now} AND kind = ANY($2::text[])
     ORDER BY visible_at, id LIMIT $5 FOR UPDATE SKIP LOCKED
 ), reserved AS (
     SELECT id FROM low UNION ALL SELECT id FROM normal
+), last_low AS (
+    SELECT visible_at, id FROM low ORDER BY visible_at DESC, id DESC LIMIT 1
+), last_normal AS (
+    SELECT visible_at, id FROM normal ORDER BY visible_at DESC, id DESC LIMIT 1
 ), t0 AS (
     SELECT id FROM {prefix}jobs
     WHERE status = 'pending' AND priority = 0 AND visible_at <= {now} AND kind = ANY($2::text[])
     ORDER BY visible_at, id LIMIT $4 FOR UPDATE SKIP LOCKED
 ), t1 AS (
-    -- Only when the reservation took all it asked for: fewer means the tier is
-    -- exhausted, and a second walk of its index range (past the dead entries that
-    -- claimed rows leave until VACUUM) would find nothing.
+    -- The fill of a tier goes on after the last row its reservation took (a keyset:
+    -- the index scan starts there instead of walking again what the reservation
+    -- walked, dead entries included), and only when the reservation took all it asked
+    -- for: fewer means the tier is exhausted.
     SELECT id FROM {prefix}jobs
     WHERE status = 'pending' AND priority = 1 AND visible_at <= {now} AND kind = ANY($2::text[])
-      AND id <> ALL (ARRAY(SELECT id FROM normal))
+      AND (visible_at, id) > (
+          coalesce((SELECT visible_at FROM last_normal), '-infinity'::timestamptz),
+          coalesce((SELECT id FROM last_normal), '00000000-0000-0000-0000-000000000000'::uuid))
       AND (SELECT count(*) FROM normal) >= $5
     ORDER BY visible_at, id LIMIT $4 FOR UPDATE SKIP LOCKED
 ), t2 AS (
     SELECT id FROM {prefix}jobs
     WHERE status = 'pending' AND priority = 2 AND visible_at <= {now} AND kind = ANY($2::text[])
-      AND id <> ALL (ARRAY(SELECT id FROM low))
+      AND (visible_at, id) > (
+          coalesce((SELECT visible_at FROM last_low), '-infinity'::timestamptz),
+          coalesce((SELECT id FROM last_low), '00000000-0000-0000-0000-000000000000'::uuid))
       AND (SELECT count(*) FROM low) >= $6
     ORDER BY visible_at, id LIMIT $4 FOR UPDATE SKIP LOCKED
 ), fill AS (
