@@ -48,7 +48,7 @@ SIZES = {
     "quick": Size("quick", runs=1, one_by_one=200, batch=1_000, batches=2, big_batch=None),
     "full": Size("full", runs=3, one_by_one=5_000, batch=1_000, batches=20, big_batch=50_000,
                  drain=20_000, one_row=5_000, pickup=1_000, finished=1_000_000, future=100_000,
-                 memory=200_000, rss_every=2.0),
+                 memory=200_000, rss_every=0.25),
 }
 
 

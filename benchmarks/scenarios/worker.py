@@ -411,7 +411,7 @@ async def scaleout(bench: Bench) -> None:
 async def memory(bench: Bench) -> None:
     """One worker process at concurrency 100 runs through N no-op jobs (200,000 at
     full size, enqueued beforehand); the parent samples the child's VmRSS from /proc
-    every few seconds (every 2 s at full size). Start is the process ready to go
+    every 0.25 s (a drain now lasts seconds, not minutes). Start is the process ready to go
     (imported, connected), warm the sample a tenth of the way in; the drift is end
     against warm. The raw batched loop in a child process is the floor: Python,
     asyncpg and one connection."""
