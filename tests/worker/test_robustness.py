@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 
 import venturi
 from venturi import Queue, Status
-from venturi.errors import DatabaseUnavailable
+from venturi.errors import DatabaseError, DatabaseUnavailable
 
 from ..conftest import wait_for
 from .conftest import running
@@ -125,3 +125,74 @@ async def test_drain_does_not_wait_for_the_database_to_take_buffered_settlements
                 del store.settle_many
     assert [e.outcome for e in await pgq.journal(ping.id)] == [venturi.Outcome.COMPLETED]
     assert [e.outcome for e in await pgq.journal(waits.id)] == [venturi.Outcome.RELEASED]
+
+
+class NulNote(venturi.Task, kind="wr.nulnote"):
+    give_up: bool = False
+
+    async def run(self, ctx: venturi.Context) -> str:
+        if self.give_up:
+            raise venturi.GiveUp("bad\x00reason")
+        return "done\x00here"
+
+
+async def test_a_nul_in_a_note_is_replaced_not_fatal(pgq: Queue) -> None:
+    """PostgreSQL's text cannot hold NUL: a handler returning one used to fail its
+    settle batch and end the worker."""
+    done = await pgq.enqueue(NulNote())
+    gave_up = await pgq.enqueue(NulNote(give_up=True))
+    worker = venturi.Worker(pgq, tasks=[NulNote], concurrency=2)
+    await asyncio.wait_for(worker.run(until_empty=True), 30)
+    assert worker.exit_code == 0
+    assert [(e.outcome, e.note) for e in await pgq.journal(done.id)] == [
+        (venturi.Outcome.COMPLETED, "done\ufffdhere")]
+    assert [(e.outcome, e.note) for e in await pgq.journal(gave_up.id)] == [
+        (venturi.Outcome.DEAD, "bad\ufffdreason")]
+
+
+class Fragile(venturi.Task, kind="wr.fragile", lease=dt.timedelta(seconds=1)):
+    n: int
+
+    async def run(self, ctx: venturi.Context) -> None:
+        return None
+
+
+async def test_a_settlement_the_database_refuses_is_dropped_and_recovered_not_fatal(
+        pgq: Queue) -> None:
+    """A batch the database refuses (not an outage) is settled one by one: the others
+    land, the refused one is logged and left to lease expiry, and the worker goes on."""
+    jobs = await pgq.enqueue_many([Fragile(n=i) for i in range(20)])
+    poisoned = jobs[7]
+    store = pgq.store
+    real = store.settle_many
+    refusals = 0
+
+    async def refusing(claimed_by: str, batch: Any) -> Any:
+        nonlocal refusals
+        if any(s.id == poisoned and s.run_no == 1 for s in batch):
+            refusals += 1
+            raise DatabaseError("value out of range (injected)")
+        return await real(claimed_by, batch)
+
+    store.settle_many = refusing  # type: ignore[method-assign]
+    try:
+        worker = venturi.Worker(pgq, tasks=[Fragile], concurrency=20)
+        with capture_logs() as logs:
+            async with running(worker):
+                await wait_for(lambda: any(e["event"] == "settle_failed" for e in logs),
+                               what="the refused settlement")
+
+                async def all_done() -> bool:
+                    return await pgq.count(statuses=[Status.COMPLETED]) == 20
+
+                await wait_for(all_done, timeout=20, what="every job, the refused one "
+                               "after its lease expired and the reaper recovered it")
+                assert worker.health.alive
+    finally:
+        del store.settle_many
+    assert refusals >= 2  # the batch, then the settlement alone
+    (failed,) = [e for e in logs if e["event"] == "settle_failed"]
+    assert failed["job_id"] == str(poisoned) and failed["error"] == \
+        "venturi.errors.DatabaseError"
+    outcomes = [(e.run_no, e.outcome) for e in await pgq.journal(poisoned)]
+    assert outcomes == [(1, venturi.Outcome.STALE_RECOVERED), (2, venturi.Outcome.COMPLETED)]

@@ -115,8 +115,12 @@ def _encode(value: Any, what: str, held: Held) -> tuple[bool, str | None]:
 
 
 def _note(text: str | None) -> str | None:
+    """A journal note as PostgreSQL's text can hold it: at most MAX_NOTE characters, and
+    no NUL (a handler returning one used to fail its settle batch)."""
     if text is None:
         return None
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
     return text if len(text) <= MAX_NOTE else text[: MAX_NOTE - 1] + "…"
 
 
@@ -193,7 +197,7 @@ class Executor:
                 log.warning("job_gave_up", job_id=str(held.id), kind=held.kind,
                             reason=error.reason)
                 ok, carry = _encode(ctx.carry, "carry", held)
-                return Settlement(held.id, held.run_no, Action.KILL, note=error.reason,
+                return Settlement(held.id, held.run_no, Action.KILL, note=_note(error.reason),
                                   attachment=self._attachment(ctx, held), set_carry=ok,
                                   carry=carry, successor=self.successor(cls))
             return self._fail(held, cls, task, classify(error), error)

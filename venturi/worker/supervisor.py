@@ -536,6 +536,14 @@ class Worker:
         if gauge:
             self.metrics.in_flight.set(len(self._held))
 
+    def settle_dropped(self, settlement: Settlement) -> None:
+        """The database refused this settlement on its own (the settler logged it): stop
+        holding the job; its lease expires and the reaper recovers it."""
+        held = self._held.get(settlement.id)
+        if held is not None and held.run_no == settlement.run_no:
+            self.metrics.lost.labels(held.kind).inc()
+            self._forget(settlement.id)
+
     def _on_settled(self, batch: list[Settlement], results: list[Settled]) -> None:
         """One committed settle batch: plain completions take the short path (counted
         per kind once per batch); everything else is logged one by one."""
