@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import uuid
 from typing import Any, ClassVar
 
 import anyio
+import asyncpg
 import pytest
 from structlog.testing import capture_logs
 
@@ -196,3 +198,40 @@ async def test_a_settlement_the_database_refuses_is_dropped_and_recovered_not_fa
         "venturi.errors.DatabaseError"
     outcomes = [(e.run_no, e.outcome) for e in await pgq.journal(poisoned)]
     assert outcomes == [(1, venturi.Outcome.STALE_RECOVERED), (2, venturi.Outcome.COMPLETED)]
+
+
+class Counted(venturi.Task, kind="wr.counted"):
+    n: int
+
+    async def run(self, ctx: venturi.Context) -> str:
+        return f"{len(str(self.n))} digits"
+
+
+async def test_a_payload_number_beyond_a_double_does_not_end_the_worker(
+        pgq: Queue, pg_dsn: str) -> None:
+    """jsonb stores 1e400 (and prints it as a 401-digit integer); orjson refuses to parse
+    it. Written by other software, such a row used to fail every claim that took it,
+    ending the worker at each restart. It is an int, so the task runs; a payload nested
+    deeper than the parsers go kills its job with a classified reason."""
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        bad = uuid.uuid4()
+        await conn.execute(
+            f"INSERT INTO {pgq.prefix}jobs (id, kind, payload) VALUES ($1, 'wr.counted', "
+            "'{\"n\": 1e400}')", bad)
+        deep = uuid.uuid4()  # deeper than any JSON parser here recurses
+        await conn.execute(
+            f"INSERT INTO {pgq.prefix}jobs (id, kind, payload) VALUES ($1, 'wr.counted', $2)",
+            deep, '{"n": ' + "[" * 5000 + "]" * 5000 + "}")
+    finally:
+        await conn.close()
+    good = await pgq.enqueue(Counted(n=1))
+    worker = venturi.Worker(pgq, tasks=[Counted], concurrency=2)
+    await asyncio.wait_for(worker.run(until_empty=True), 30)
+    assert worker.exit_code == 0
+    assert [(e.outcome, e.note) for e in await pgq.journal(bad)] == [
+        (venturi.Outcome.COMPLETED, "401 digits")]
+    ((outcome, note),) = [(e.outcome, e.note) for e in await pgq.journal(deep)]
+    assert outcome is venturi.Outcome.DEAD and note and note.startswith("payload-"), note
+    row = await pgq.job(good.id)
+    assert row is not None and row.status is Status.COMPLETED

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import json
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from itertools import repeat
 from typing import Any, TypeVar
@@ -121,13 +122,29 @@ _STATUS = {s.value: s for s in Status}
 _OUTCOME = {o.value: o for o in Outcome}
 
 
+def _json_value(text: str) -> Any:
+    """jsonb text as Python. jsonb holds what orjson refuses, from rows written by other
+    software: numbers beyond a double (``1e400``, printed as a 401-digit integer) and
+    nesting deeper than 1,024 levels. The standard library parses the numbers; for
+    what neither parses the text itself stands in, so the task's decoding refuses it
+    (``payload-...``) and the job, not the claim and the worker, dies of it."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+
+
 def _record(r: Any) -> JobRecord:
     carry = r[13]
     return JobRecord(
-        id=r[0], kind=r[1], payload=orjson.loads(r[2]), priority=r[3], status=_STATUS[r[4]],
+        id=r[0], kind=r[1], payload=_json_value(r[2]), priority=r[3], status=_STATUS[r[4]],
         created_at=r[5], visible_at=r[6], claim_expires_at=r[7], claimed_by=r[8],
         finished_at=r[9], run_count=r[10], failure_count=r[11], max_failures=r[12],
-        carry=None if carry is None else orjson.loads(carry), dedup_key=r[14],
+        carry=None if carry is None else _json_value(carry), dedup_key=r[14],
         subject=r[15], periodic=r[16],
     )
 
