@@ -217,3 +217,27 @@ async def test_failure_logs_carry_a_plain_traceback_not_exc_info(wqueue: Queue) 
         assert "exc_info" not in event
         assert event["traceback"].endswith("RuntimeError: boom payload-secret")
         assert event["error"] == "RuntimeError"
+
+
+class Awkward(venturi.Task, kind="w.awkward", max_failures=1):
+    """Awaits a task that gets cancelled: the CancelledError is the handler's own."""
+
+    async def run(self, ctx: venturi.Context) -> None:
+        inner = asyncio.create_task(asyncio.sleep(30))
+        await asyncio.sleep(0)
+        inner.cancel()
+        await inner
+
+
+async def test_a_cancelled_error_of_the_handlers_own_is_a_failure_not_a_lost_slot(
+        wqueue: Queue) -> None:
+    awkward = await wqueue.enqueue(Awkward())
+    notes = await wqueue.enqueue_many([Note(text=f"n{i}") for i in range(3)])
+    worker = venturi.Worker(wqueue, tasks=[Awkward, Note], concurrency=1)  # one slot
+    await asyncio.wait_for(worker.run(until_empty=True), 10)
+    assert worker.exit_code == 0
+    assert [(e.outcome, e.note) for e in await wqueue.journal(awkward.id)] == [
+        (Outcome.DEAD, "asyncio.exceptions.CancelledError")]
+    for job_id in notes:
+        row = await wqueue.job(job_id)
+        assert row is not None and row.status is Status.COMPLETED

@@ -182,6 +182,15 @@ class Executor:
                 result = await task.run(ctx)
             except Exception as exc:
                 error = exc
+            except asyncio.CancelledError as exc:
+                # Ours (this run's scope, or the worker stopping) carries a cancel request
+                # for this task; one without came from inside the handler (it awaited
+                # something cancelled) and is its failure. Let through, it used to end the
+                # slot for good and leave the job claimed.
+                current = asyncio.current_task()
+                if scope.cancel_called or current is None or current.cancelling():
+                    raise
+                error = exc
         held.scope = None
         held.carry = ctx.carry
 
