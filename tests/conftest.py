@@ -16,9 +16,9 @@ import secrets
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
-import asyncpg
 import pytest
 
+from benchmarks.harness import drop_prefix
 from venturi import ManualClock, MemoryStore, Queue, embedded
 from venturi.store.base import Store
 from venturi.store.postgres import PostgresStore
@@ -55,15 +55,6 @@ def pg_dsn() -> Iterator[str]:
 
 def new_prefix() -> str:
     return f"t{secrets.token_hex(5)}_"
-
-
-async def drop_prefix(dsn: str, prefix: str) -> None:
-    conn = await asyncpg.connect(dsn)
-    try:
-        for table in ("journal", "jobs", "workers", "migrations"):
-            await conn.execute(f"DROP TABLE IF EXISTS {prefix}{table} CASCADE")
-    finally:
-        await conn.close()
 
 
 @pytest.fixture

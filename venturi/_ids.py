@@ -24,21 +24,23 @@ def _uuid(value: int) -> uuid.UUID:
     return u
 
 
+def _advance(ms: int) -> tuple[int, int]:
+    """The next (millisecond, counter) pair at clock ``ms``; call with ``_lock`` held."""
+    global _last_ms, _seq
+    if ms > _last_ms:
+        _last_ms, _seq = ms, int.from_bytes(os.urandom(2), "big") & 0x3FF
+    else:
+        _seq += 1
+        if _seq > 0xFFF:  # counter exhausted: borrow the next millisecond
+            _last_ms, _seq = _last_ms + 1, 0
+    return _last_ms, _seq
+
+
 def _reserve(n: int) -> list[tuple[int, int]]:
     """``n`` strictly increasing (millisecond, counter) pairs."""
-    global _last_ms, _seq
-    out = []
     with _lock:
         ms = time.time_ns() // 1_000_000
-        for _ in range(n):
-            if ms > _last_ms:
-                _last_ms, _seq = ms, int.from_bytes(os.urandom(2), "big") & 0x3FF
-            else:
-                _seq += 1
-                if _seq > 0xFFF:  # counter exhausted: borrow the next millisecond
-                    _last_ms, _seq = _last_ms + 1, 0
-            out.append((_last_ms, _seq))
-    return out
+        return [_advance(ms) for _ in range(n)]
 
 
 def uuid7() -> uuid.UUID:
@@ -47,17 +49,8 @@ def uuid7() -> uuid.UUID:
     Within one millisecond a 12-bit counter in ``rand_a`` keeps ids from this
     process strictly increasing, so a batch enqueued together keeps its order.
     """
-    global _last_ms, _seq
-    # _reserve(1), inlined: one id per enqueue call.
-    with _lock:
-        ms = time.time_ns() // 1_000_000
-        if ms > _last_ms:
-            _last_ms, _seq = ms, int.from_bytes(os.urandom(2), "big") & 0x3FF
-        else:
-            _seq += 1
-            if _seq > 0xFFF:  # counter exhausted: borrow the next millisecond
-                _last_ms, _seq = _last_ms + 1, 0
-        ms, seq = _last_ms, _seq
+    with _lock:  # _reserve(1) without its list: one id per enqueue call
+        ms, seq = _advance(time.time_ns() // 1_000_000)
     rand_b = int.from_bytes(os.urandom(8), "big") & _RAND_B
     return _uuid((ms & 0xFFFF_FFFF_FFFF) << 80 | 0x7 << 76 | seq << 64 | 0b10 << 62 | rand_b)
 

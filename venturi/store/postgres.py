@@ -325,13 +325,8 @@ class PostgresStore(Store):
                 yield conn
             elif self._idle:
                 # A connection an insert kept (see _keep), back to the pool afterwards.
-                c = await self._checkout()
-                try:
+                async with self._checked_out(keep=False) as c:
                     yield c
-                except BaseException as exc:
-                    await self._discard(c, exc)
-                    raise
-                await self.pool.release(c)
             else:
                 async with self.pool.acquire() as acquired:
                     try:
@@ -409,20 +404,27 @@ class PostgresStore(Store):
         await self.pool.release(c)
 
     @contextlib.asynccontextmanager
+    async def _checked_out(self, *, keep: bool) -> AsyncIterator[Any]:
+        """A kept connection (else one from the pool); afterwards kept again when ``keep``
+        and the statement succeeded, else given back."""
+        c = await self._checkout()
+        try:
+            yield c
+        except BaseException as exc:
+            await self._discard(c, exc)
+            raise
+        if not (keep and self._keep(c)):
+            await self.pool.release(c)
+
+    @contextlib.asynccontextmanager
     async def _hot_conn(self, conn: Any = None) -> AsyncIterator[Any]:
-        """``_conn`` for the insert paths: a connection from the idle list when one is kept."""
+        """``_conn`` for the insert and claim paths: the connection is kept for the next."""
         with _translated(self.prefix, self.dsn):
             if conn is not None:
                 yield conn
                 return
-            c = await self._checkout()
-            try:
+            async with self._checked_out(keep=True) as c:
                 yield c
-            except BaseException as exc:
-                await self._discard(c, exc)
-                raise
-            if not self._keep(c):
-                await self.pool.release(c)
 
     async def _hot_execute(self, sql: str, params: Sequence[Any], conn: Any) -> None:
         """One statement on the insert path; ``_hot_conn`` inlined, as it runs once per job."""
