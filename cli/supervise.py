@@ -100,11 +100,8 @@ def drain(
         fail("give --worker NAME or --all (one of the two)", code=USAGE)
     override = params.optional_duration(grace, "--grace")
     limit = params.duration(timeout, "--timeout")
-    message: dict[str, Any] = {
-        "op": "drain",
-        "worker": worker_name,
-        "grace": None if override is None else override.total_seconds(),
-    }
+    seconds = None if override is None else override.total_seconds()
+    request: dict[str, Any] = {"op": "drain", "worker": worker_name, "grace": seconds}
 
     async def go(queue: venturi.Queue) -> list[venturi.WorkerInfo]:
         live = await queue.workers()
@@ -113,14 +110,14 @@ def drain(
             fail(f"--worker: no worker named {worker_name!r} in queue {s.prefix} "
                  f"(registered: {names})")
         targets = [w for w in live if worker_name is None or w.name == worker_name]
-        await queue.store.notify_control(message)
+        await queue.drain(worker_name, grace=seconds)
         if wait:
             await _wait_gone(queue, targets, limit)
         return targets
 
     targets = s.run(go)
     if s.json:
-        output.emit_json({"sent": message, "workers": [w.name for w in targets],
+        output.emit_json({"sent": request, "workers": [w.name for w in targets],
                           "exited": wait})
         return
     who = f"worker {worker_name}" if worker_name is not None else (

@@ -13,6 +13,7 @@ from . import _codec
 from ._ids import uuid7, uuid7_many
 from .config import DEFAULT_PREFIX
 from .errors import InvalidJob, InvalidJobId, PayloadDecodeError, UnknownKind
+from .notices import InvalidNotice, drain_message
 from .store.base import (
     CleanupCriteria,
     Clock,
@@ -371,6 +372,20 @@ class Queue:
     async def workers(self) -> list[WorkerInfo]:
         """The workers registered on this queue, with their last heartbeat."""
         return await self.store.workers()
+
+    async def drain(
+        self, worker: str | None = None, *, grace: dt.timedelta | float | None = None
+    ) -> None:
+        """Ask worker ``worker`` (every worker of this queue when None) to drain: stop
+        claiming, let running jobs finish within ``grace`` (each worker's own when
+        None), release the rest and exit. Returns once the request is sent; watch
+        :meth:`workers` to see them go."""
+        seconds = grace.total_seconds() if isinstance(grace, dt.timedelta) else grace
+        try:
+            message = drain_message(worker, seconds)
+        except InvalidNotice as exc:
+            raise ValueError(str(exc)) from None
+        await self.store.notify_control(message)
 
     # --- administer ------------------------------------------------------------------------
 

@@ -648,13 +648,6 @@ class IdentityLock(abc.ABC):
         silently dead socket is noticed (the default, for in-process locks, does nothing)."""
 
 
-def job_notice(kind: str, visible_at: dt.datetime, now: dt.datetime) -> str:
-    """The ``{prefix}jobs`` payload: ``kind`` when runnable, ``kind|epoch`` when due later."""
-    if visible_at > now:
-        return f"{kind}|{visible_at.timestamp()}"
-    return kind
-
-
 class Listener(abc.ABC):
     """Wake-ups from the store: ``("jobs", kind)`` or ``("control", json)``.
 

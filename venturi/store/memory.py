@@ -20,6 +20,7 @@ import orjson
 from .. import _codec
 from ..config import validate_prefix
 from ..errors import ConfigError
+from ..notices import cancel_messages, encode, job_notice
 from .base import (
     Action,
     ClaimRequest,
@@ -48,7 +49,6 @@ from .base import (
     Store,
     WorkerInfo,
     check_new_jobs,
-    job_notice,
 )
 
 UTC = dt.UTC
@@ -451,9 +451,8 @@ class MemoryStore(Store):
         for j in victims:
             del self._jobs[j.id]
             self._journal.pop(j.id, None)
-        for start in range(0, len(claimed), 100):
-            self._notify("control", orjson.dumps(
-                {"op": "cancel", "ids": claimed[start:start + 100]}).decode())
+        for message in cancel_messages(claimed):
+            self._notify("control", encode(message))
         return len(victims)
 
     async def retry(self, *, ids: Sequence[UUID] | None = None, kind: str | None = None) -> int:
@@ -505,7 +504,7 @@ class MemoryStore(Store):
         return sorted(self._workers.values(), key=lambda w: (w.name, w.started_at))
 
     async def notify_control(self, message: Mapping[str, Any]) -> None:
-        self._notify("control", orjson.dumps(message).decode())
+        self._notify("control", encode(dict(message)))
 
     async def db_now(self) -> dt.datetime:
         return self._now()

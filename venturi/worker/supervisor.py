@@ -25,11 +25,11 @@ from typing import Any
 from uuid import UUID
 
 import anyio
-import orjson
 import structlog
 
 from .._ids import uuid7
 from ..errors import ConfigError, DatabaseUnavailable, UnknownKind
+from ..notices import Cancel, Drain, InvalidNotice, parse_control, parse_job_notice
 from ..queue import Queue
 from ..store.base import (
     ClaimRequest,
@@ -642,34 +642,24 @@ class Worker:
                 self._on_control(payload)
 
     def _on_job_notice(self, payload: str) -> None:
-        kind, _, due = payload.partition("|")
-        if kind not in self.tasks:
+        notice = parse_job_notice(payload)
+        if notice.kind not in self.tasks:
             return
-        if not due:
+        if notice.due is None:
             self._wake.set()
             return
-        try:
-            when = dt.datetime.fromtimestamp(float(due), dt.UTC)
-        except ValueError:
-            self._wake.set()
-            return
-        self._consider(when, db_time=True)
+        self._consider(notice.due, db_time=True)
 
     def _on_control(self, payload: str) -> None:
         # Anyone who can reach the database can send these: a malformed message is
         # logged and dropped, never allowed to stop the worker.
         try:
-            message = orjson.loads(payload)
-            op = message.get("op")
-            if op == "cancel":
-                ids = _control_ids(message.get("ids"))
-            elif op == "drain":
-                grace = _control_grace(message.get("grace"))
-        except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
+            message = parse_control(payload)
+        except InvalidNotice:
             log.warning("control_message_invalid")
             return
-        if op == "cancel":
-            for id in ids:
+        if isinstance(message, Cancel):
+            for id in message.ids:
                 held = self._held.get(id)
                 if held is None or held.state == "settling":
                     continue
@@ -679,8 +669,8 @@ class Worker:
                     self._forget(held.id)
                 else:
                     held.stop("cancelled")
-        elif op == "drain" and message.get("worker") in (None, self.name):
-            self.request_drain(grace)
+        elif isinstance(message, Drain) and message.worker in (None, self.name):
+            self.request_drain(message.grace)
 
     def _consider(self, when: dt.datetime, *, db_time: bool) -> None:
         """Make the timer fire at ``when`` if that is earlier than its current target."""
@@ -919,23 +909,3 @@ class Worker:
                         held.stop("release")
                 return
 
-
-def _control_ids(value: Any) -> list[UUID]:
-    """The ids of a cancel message; entries that are not UUIDs are skipped."""
-    if not isinstance(value, list):
-        raise TypeError("ids must be a list")
-    ids = []
-    for raw in value:
-        with contextlib.suppress(ValueError, TypeError, AttributeError):
-            ids.append(UUID(raw))
-    return ids
-
-
-def _control_grace(value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError("grace must be a number of seconds")
-    if not math.isfinite(value) or value < 0:
-        raise ValueError("grace must be finite and not negative")
-    return float(value)

@@ -1,0 +1,146 @@
+"""The messages that cross process boundaries on a queue's two channels.
+
+``{prefix}jobs`` carries wake-ups: ``kind`` when work of that kind is runnable
+now, ``kind|EPOCH`` (seconds since 1970, UTC, as PostgreSQL's ``extract(epoch
+...)`` prints it) when the earliest such job becomes visible later. The SQL of
+the PostgreSQL store builds the same text in the statements that write jobs;
+a test holds the two to this module's parser.
+
+``{prefix}control`` carries JSON objects with an ``op``: ``cancel`` (ids of
+claimed jobs just deleted, at most :data:`CANCEL_CHUNK` per message so one
+stays well under NOTIFY's 8000-byte payload limit) and ``drain`` (a worker
+name or every worker, and an optional grace in seconds).
+
+Anyone who can reach the database can send on these channels: parsing never
+raises for a message it does not understand (see :func:`parse_control`).
+Everything here is built and parsed by this module and nowhere else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+import orjson
+
+CANCEL_CHUNK = 100
+
+
+class InvalidNotice(ValueError):
+    """A control message with a known ``op`` whose fields are malformed."""
+
+
+# --- {prefix}jobs -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobNotice:
+    """Work of ``kind`` is runnable now (``due`` None) or becomes visible at ``due``."""
+
+    kind: str
+    due: dt.datetime | None = None
+
+
+def job_notice(kind: str, visible_at: dt.datetime, now: dt.datetime) -> str:
+    """The wake-up for a job of ``kind`` visible at ``visible_at``."""
+    if visible_at > now:
+        return f"{kind}|{visible_at.timestamp()}"
+    return kind
+
+
+def parse_job_notice(payload: str) -> JobNotice:
+    """A wake-up's kind and due time. A due part that is not a number reads as
+    "runnable now": waking too early costs one claim, too late a missed job."""
+    kind, _, due = payload.partition("|")
+    if not due:
+        return JobNotice(kind)
+    try:
+        seconds = float(due)
+        when = dt.datetime.fromtimestamp(seconds, dt.UTC)
+    except (ValueError, OverflowError, OSError):
+        return JobNotice(kind)
+    return JobNotice(kind, when)
+
+
+# --- {prefix}control --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """These claimed jobs were deleted: their owners stop them and settle nothing."""
+
+    ids: tuple[UUID, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Drain:
+    """Worker ``worker`` (every worker when None) drains, with ``grace`` seconds if given."""
+
+    worker: str | None = None
+    grace: float | None = None
+
+
+ControlMessage = Cancel | Drain
+
+
+def drain_message(worker: str | None = None, grace: float | None = None) -> dict[str, Any]:
+    """The wire form of a drain request (what ``notify_control`` sends)."""
+    if grace is not None:
+        _check_grace(grace)
+    return {"op": "drain", "worker": worker, "grace": grace}
+
+
+def cancel_messages(ids: Iterable[UUID | str]) -> list[dict[str, Any]]:
+    """The wire form of a cancel: one message per :data:`CANCEL_CHUNK` ids."""
+    text = [str(i) for i in ids]
+    return [{"op": "cancel", "ids": text[start:start + CANCEL_CHUNK]}
+            for start in range(0, len(text), CANCEL_CHUNK)]
+
+
+def encode(message: dict[str, Any]) -> str:
+    return orjson.dumps(message).decode()
+
+
+def parse_control(payload: str) -> ControlMessage | None:
+    """A control message, or None for one of an ``op`` this version does not know
+    (a newer sender's). Raises :class:`InvalidNotice` when the payload is not a
+    JSON object or a known ``op`` has malformed fields; ids that are not UUIDs are
+    skipped, not fatal, so one bad id cannot hide the others' cancellation."""
+    try:
+        message = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        raise InvalidNotice("control message is not JSON") from None
+    if not isinstance(message, dict):
+        raise InvalidNotice("control message is not a JSON object")
+    op = message.get("op")
+    if op == "cancel":
+        raw = message.get("ids")
+        if not isinstance(raw, list):
+            raise InvalidNotice("cancel ids must be a list")
+        ids = []
+        for item in raw:
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                ids.append(UUID(item))
+        return Cancel(tuple(ids))
+    if op == "drain":
+        worker = message.get("worker")
+        if worker is not None and not isinstance(worker, str):
+            raise InvalidNotice("drain worker must be a name or null")
+        grace = message.get("grace")
+        if grace is not None:
+            _check_grace(grace)
+            grace = float(grace)
+        return Drain(worker, grace)
+    return None
+
+
+def _check_grace(value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidNotice("grace must be a number of seconds")
+    if not math.isfinite(value) or value < 0:
+        raise InvalidNotice("grace must be finite and not negative")
