@@ -21,8 +21,8 @@ from .. import _codec
 from ..config import validate_prefix
 from ..errors import ConfigError
 from ..notices import cancel_messages, encode, job_notice
+from . import lifecycle
 from .base import (
-    Action,
     ClaimRequest,
     CleanupCriteria,
     Clock,
@@ -50,6 +50,7 @@ from .base import (
     WorkerInfo,
     check_new_jobs,
 )
+from .lifecycle import Recovery
 
 UTC = dt.UTC
 _ACTIVE = (Status.PENDING, Status.CLAIMED)
@@ -186,10 +187,10 @@ class MemoryStore(Store):
             changes["priority"] = update.priority
         if update.set_carry:
             changes["carry"] = _codec.loads(update.carry)
-        if visible_at is not None and visible_at < job.visible_at:
-            changes["visible_at"] = visible_at
-        job = self._put(job, **changes)
-        self._append(job, job.run_count, Outcome.MERGED, note)
+        job = lifecycle.MERGE.apply(dataclasses.replace(job, **changes), self._now(),
+                                    requested=visible_at)
+        self._jobs[job.id] = job
+        self._append(job, job.run_count, lifecycle.MERGE.outcome, note)
 
     async def dedup_candidate(self, kind: str, dedup_key: str) -> JobRecord | None:
         return self._candidate(kind, dedup_key)
@@ -247,32 +248,15 @@ class MemoryStore(Store):
                     or job.run_count != s.run_no):
                 out.append(Settled(s.id, False))
                 continue
-            failed = s.action in (Action.FAIL, Action.KILL)
-            failures = job.failure_count + (1 if failed else 0)
-            if s.action is Action.COMPLETE:
-                status, outcome = Status.COMPLETED, Outcome.COMPLETED
-            elif s.action is Action.KILL or (
-                    s.action is Action.FAIL and failures >= job.max_failures):
-                status, outcome = Status.DEAD, Outcome.DEAD
-            elif s.action is Action.FAIL:
-                status, outcome = Status.PENDING, Outcome.RETRIED
-            elif s.action is Action.PAUSE:
-                status, outcome = Status.PENDING, Outcome.PAUSED
-            else:
-                status, outcome = Status.PENDING, Outcome.RELEASED
-            changes: dict[str, Any] = dict(
-                status=status, failure_count=failures, claimed_by=None, claim_expires_at=None,
-                finished_at=now if status.terminal else None,
-            )
-            if s.action in (Action.FAIL, Action.PAUSE, Action.RELEASE):
-                changes["visible_at"] = now + s.delay
+            t = lifecycle.settle(s.action, job.failure_count, job.max_failures)
+            job = t.apply(job, now, delay=s.delay)
             if s.set_carry:
-                changes["carry"] = _codec.loads(s.carry)
-            job = self._put(job, **changes)
-            self._append(job, s.run_no, outcome, s.note, _codec.loads(s.attachment))
-            if status is Status.PENDING:
+                job = dataclasses.replace(job, carry=_codec.loads(s.carry))
+            self._jobs[job.id] = job
+            self._append(job, s.run_no, t.outcome, s.note, _codec.loads(s.attachment))
+            if t.wakes:
                 woke.append(job)
-            if job.periodic and status.terminal and s.successor is not None:
+            if job.periodic and t.status.terminal and s.successor is not None:
                 next_id, next_at = s.successor
                 if not self._periodic_taken(job.kind) and next_id not in self._jobs:
                     self._jobs[next_id] = dataclasses.replace(
@@ -281,7 +265,7 @@ class MemoryStore(Store):
                         finished_at=None, run_count=0, failure_count=0, carry=None,
                         dedup_key=None, subject=None,
                     )
-            out.append(Settled(s.id, True, status, outcome))
+            out.append(Settled(s.id, True, t.status, t.outcome))
         self._announce(woke, now)
         return out
 
@@ -304,16 +288,11 @@ class MemoryStore(Store):
         found.sort(key=lambda j: (j.claim_expires_at or now, j.id))
         return found
 
-    def _recover(self, job: JobRecord, now: dt.datetime, note: str) -> Recovered:
-        failures = job.failure_count + 1
-        dead = failures >= job.max_failures
+    def _recover(self, job: JobRecord, now: dt.datetime, why: Recovery) -> Recovered:
         owner = job.claimed_by or ""
-        job = self._put(
-            job, status=Status.DEAD if dead else Status.PENDING, failure_count=failures,
-            finished_at=now if dead else None, visible_at=now, claimed_by=None,
-            claim_expires_at=None,
-        )
-        self._append(job, job.run_count, Outcome.DEAD if dead else Outcome.STALE_RECOVERED, note)
+        t = lifecycle.recover(job.failure_count, job.max_failures)
+        job = self._jobs[job.id] = t.apply(job, now)
+        self._append(job, job.run_count, t.outcome, why.value)
         return Recovered(job.id, job.kind, job.run_count, job.status, owner)
 
     async def find_stale(self, limit: int = 1000) -> list[JobRecord]:
@@ -325,14 +304,14 @@ class MemoryStore(Store):
         if (job is None or job.status is not Status.CLAIMED or job.run_count != run_no
                 or job.claim_expires_at is None or not job.claim_expires_at < now):
             return None
-        result = self._recover(job, now, "lease-expired")
-        self._wake([result])
+        result = self._recover(job, now, Recovery.LEASE_EXPIRED)
+        self._wake([result], now)
         return result
 
     async def recover_stale(self, limit: int = 1000) -> list[Recovered]:
         now = self._now()
-        results = [self._recover(j, now, "lease-expired") for j in self._stale(now)[:limit]]
-        self._wake(results)
+        results = [self._recover(j, now, Recovery.LEASE_EXPIRED) for j in self._stale(now)[:limit]]
+        self._wake(results, now)
         return results
 
     async def recover_boot(self, name: str, claimed_by: str) -> list[Recovered]:
@@ -343,13 +322,12 @@ class MemoryStore(Store):
             and j.claimed_by != claimed_by and j.claimed_by.startswith(name + "/")
             and "/" not in j.claimed_by[len(name) + 1:]
         ]
-        results = [self._recover(j, now, "worker-restarted") for j in mine]
-        self._wake(results)
+        results = [self._recover(j, now, Recovery.WORKER_RESTARTED) for j in mine]
+        self._wake(results, now)
         return results
 
-    def _wake(self, results: Sequence[Recovered]) -> None:
-        for kind in sorted({r.kind for r in results if r.status is Status.PENDING}):
-            self._notify("jobs", kind)
+    def _wake(self, results: Sequence[Recovered], now: dt.datetime) -> None:
+        self._announce([self._jobs[r.id] for r in results], now)
 
     async def next_visible_at(self, kinds: Sequence[str]) -> dt.datetime | None:
         now = self._now()
@@ -469,9 +447,8 @@ class MemoryStore(Store):
                 continue
             if j.periodic and self._periodic_taken(j.kind):
                 continue
-            j = self._put(j, status=Status.PENDING, failure_count=0, finished_at=None,
-                          visible_at=now)
-            self._append(j, j.run_count, Outcome.REDRIVEN, "operator")
+            j = self._jobs[j.id] = lifecycle.REDRIVE.apply(j, now)
+            self._append(j, j.run_count, lifecycle.REDRIVE.outcome, lifecycle.REDRIVE_NOTE)
             kinds.add(j.kind)
             n += 1
         for k in sorted(kinds):
