@@ -203,7 +203,7 @@ class MemoryStore(Store):
         if job is None or job.status is not Status.PENDING:
             return False
         self._merge(job, update, visible_at, note)
-        self._notify("jobs", job.kind)
+        self._announce([self._jobs[id]], self._now())
         return True
 
     # --- working ------------------------------------------------------------------------

@@ -95,12 +95,14 @@ WITH m AS (
         carry = CASE WHEN $5::bool THEN $6::text::jsonb ELSE carry END,
         visible_at = least(visible_at, coalesce($7::timestamptz, {now} + $8::interval))
     WHERE id = $2 AND status = 'pending'
-    RETURNING id, kind, run_count
+    RETURNING id, kind, run_count, visible_at
 ), j AS (
     INSERT INTO {prefix}journal (job_id, kind, run_no, recorded_at, outcome, note)
     SELECT id, kind, run_count, {now}, 'merged', $9 FROM m
 )
-SELECT count(pg_notify('{prefix}jobs', kind)) FROM m
+SELECT count(pg_notify('{prefix}jobs', CASE WHEN visible_at > {now}
+                                            THEN kind || '|' || extract(epoch FROM visible_at)::text
+                                            ELSE kind END)) FROM m
 
 -- name: claim
 -- Rules 2-3 in one statement. Reserved slots lock tier 2 and tier 1 rows first;
@@ -300,8 +302,11 @@ WITH stale AS (
     SELECT id, kind, run_count, {now},
            CASE WHEN status = 'dead' THEN 'dead' ELSE 'stale-recovered' END, 'lease-expired'
     FROM r
+), wake AS (
+    SELECT count(pg_notify('{prefix}jobs', kind)) AS n
+    FROM (SELECT DISTINCT kind FROM r WHERE status = 'pending') AS k
 )
-SELECT id, kind, run_count, status, claimed_by FROM r
+SELECT id, kind, run_count, status, claimed_by, (SELECT n FROM wake) AS woke FROM r
 
 -- name: recover_stale
 -- The reaper's sweep: find and recover expired claims in one statement.
@@ -353,8 +358,11 @@ WITH stale AS (
     SELECT id, kind, run_count, {now},
            CASE WHEN status = 'dead' THEN 'dead' ELSE 'stale-recovered' END, 'worker-restarted'
     FROM r
+), wake AS (
+    SELECT count(pg_notify('{prefix}jobs', kind)) AS n
+    FROM (SELECT DISTINCT kind FROM r WHERE status = 'pending') AS k
 )
-SELECT id, kind, run_count, status, claimed_by FROM r
+SELECT id, kind, run_count, status, claimed_by, (SELECT n FROM wake) AS woke FROM r
 
 -- name: next_visible_at
 -- One probe per tier: min() across the tiers of one index would walk it.

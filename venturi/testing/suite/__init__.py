@@ -1,0 +1,22 @@
+"""The conformance suite's tests, for ``from venturi.testing.suite import *``."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+
+from ..fixtures import clock, queue, store
+from . import transitions
+
+MODULES: tuple[ModuleType, ...] = (transitions,)
+
+# Async tests run under pytest-asyncio, in its strict mode too.
+pytestmark = pytest.mark.asyncio
+
+__all__ = ["clock", "pytestmark", "queue", "store"]
+for _module in MODULES:
+    for _name, _test in vars(_module).items():
+        if _name.startswith("test_") and callable(_test):
+            globals()[_name] = _test
+            __all__.append(_name)
