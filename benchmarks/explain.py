@@ -23,6 +23,7 @@ from typing import Any
 import asyncpg
 
 from venturi.store import _sql
+from venturi.store.lifecycle import Recovery
 
 from .harness import fresh_prefix
 from .report import environment
@@ -185,7 +186,8 @@ def statements() -> list[Statement]:
                   ("jobs_pkey",)),
         Statement("find_stale", "the reaper looking for expired leases", (1000,),
                   ("jobs_expiry",)),
-        Statement("recover_stale", "the reaper taking expired leases back", (1000,),
+        Statement("recover_stale", "the reaper taking expired leases back",
+                  (1000, Recovery.LEASE_EXPIRED.value),
                   ("jobs_expiry",)),
         Statement("dedup_candidate", "an enqueue with a dedup key finding its pending sibling",
                   ("embed", "key-4"), ("jobs_dedup",)),

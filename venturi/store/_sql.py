@@ -50,7 +50,7 @@ def queries(prefix: str, schema: str | None = None) -> dict[str, Query]:
     validate_prefix(prefix)
     qualified = prefix if schema is None else f"{quote_ident(schema)}.{prefix}"
     out: dict[str, Query] = {}
-    for name, body in _raw_blocks("venturi.store", "postgres.sql").items():
+    for name, body in _raw_blocks("venturi.store.postgres", "statements.sql").items():
         uses_now = "{now}" in body
         body = _TABLE.sub(lambda m: f"{qualified}{m.group(1)}", body)
         sql = body.replace("{prefix}", prefix).replace("{now}", NOW_PARAM)

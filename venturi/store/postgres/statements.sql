@@ -300,7 +300,7 @@ WITH stale AS (
 ), entries AS (
     INSERT INTO {prefix}journal (job_id, kind, run_no, recorded_at, outcome, note)
     SELECT id, kind, run_count, {now},
-           CASE WHEN status = 'dead' THEN 'dead' ELSE 'stale-recovered' END, 'lease-expired'
+           CASE WHEN status = 'dead' THEN 'dead' ELSE 'stale-recovered' END, $4::text
     FROM r
 ), wake AS (
     SELECT count(pg_notify('{prefix}jobs', kind)) AS n
@@ -327,7 +327,7 @@ WITH stale AS (
 ), entries AS (
     INSERT INTO {prefix}journal (job_id, kind, run_no, recorded_at, outcome, note)
     SELECT id, kind, run_count, {now},
-           CASE WHEN status = 'dead' THEN 'dead' ELSE 'stale-recovered' END, 'lease-expired'
+           CASE WHEN status = 'dead' THEN 'dead' ELSE 'stale-recovered' END, $3::text
     FROM r
 ), wake AS (
     SELECT count(pg_notify('{prefix}jobs', kind)) AS n
@@ -356,7 +356,7 @@ WITH stale AS (
 ), entries AS (
     INSERT INTO {prefix}journal (job_id, kind, run_no, recorded_at, outcome, note)
     SELECT id, kind, run_count, {now},
-           CASE WHEN status = 'dead' THEN 'dead' ELSE 'stale-recovered' END, 'worker-restarted'
+           CASE WHEN status = 'dead' THEN 'dead' ELSE 'stale-recovered' END, $4::text
     FROM r
 ), wake AS (
     SELECT count(pg_notify('{prefix}jobs', kind)) AS n
@@ -420,7 +420,7 @@ SELECT count(*) FROM {prefix}jobs WHERE status = ANY($1::text[])
 WITH d AS (
     DELETE FROM {prefix}jobs WHERE id = ANY($1::uuid[]) RETURNING id, status
 ), c AS (
-    SELECT (row_number() OVER () - 1) / 100 AS chunk, id FROM d WHERE status = 'claimed'
+    SELECT (row_number() OVER () - 1) / $2::int AS chunk, id FROM d WHERE status = 'claimed'
 ), n AS (
     SELECT pg_notify('{prefix}control',
                      json_build_object('op', 'cancel', 'ids', json_agg(id))::text) AS sent
@@ -435,7 +435,7 @@ WITH d AS (
        OR (subject COLLATE "C" >= $1 || '/' AND subject COLLATE "C" < $1 || '0')
     RETURNING id, status
 ), c AS (
-    SELECT (row_number() OVER () - 1) / 100 AS chunk, id FROM d WHERE status = 'claimed'
+    SELECT (row_number() OVER () - 1) / $2::int AS chunk, id FROM d WHERE status = 'claimed'
 ), n AS (
     SELECT pg_notify('{prefix}control',
                      json_build_object('op', 'cancel', 'ids', json_agg(id))::text) AS sent
@@ -458,7 +458,7 @@ WITH r AS (
     RETURNING j.id, j.kind, j.run_count
 ), entries AS (
     INSERT INTO {prefix}journal (job_id, kind, run_no, recorded_at, outcome, note)
-    SELECT id, kind, run_count, {now}, 'redriven', 'operator' FROM r
+    SELECT id, kind, run_count, {now}, 'redriven', $3::text FROM r
 ), wake AS (
     SELECT count(pg_notify('{prefix}jobs', kind)) AS n FROM (SELECT DISTINCT kind FROM r) AS k
 )
@@ -476,7 +476,7 @@ WITH r AS (
     RETURNING j.id, j.kind, j.run_count
 ), entries AS (
     INSERT INTO {prefix}journal (job_id, kind, run_no, recorded_at, outcome, note)
-    SELECT id, kind, run_count, {now}, 'redriven', 'operator' FROM r
+    SELECT id, kind, run_count, {now}, 'redriven', $3::text FROM r
 ), wake AS (
     SELECT count(pg_notify('{prefix}jobs', kind)) AS n FROM (SELECT DISTINCT kind FROM r) AS k
 )
