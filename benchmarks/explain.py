@@ -187,7 +187,7 @@ def statements() -> list[Statement]:
         Statement("find_stale", "the reaper looking for expired leases", (1000,),
                   ("jobs_expiry",)),
         Statement("recover_stale", "the reaper taking expired leases back",
-                  (1000, Recovery.LEASE_EXPIRED.value),
+                  (Recovery.LEASE_EXPIRED.value, 1000),
                   ("jobs_expiry",)),
         Statement("dedup_candidate", "an enqueue with a dedup key finding its pending sibling",
                   ("embed", "key-4"), ("jobs_dedup",)),

@@ -35,9 +35,9 @@ class Administering(Operations):
 
     async def retry(self, *, ids: Sequence[UUID] | None = None, kind: str | None = None) -> int:
         if ids is not None:
-            n = await self._val("retry_ids", list(ids), REDRIVE_NOTE)
+            n = await self._val("retry_ids", REDRIVE_NOTE, list(ids))
         else:
-            n = await self._val("retry_kind", kind, REDRIVE_NOTE)
+            n = await self._val("retry_kind", REDRIVE_NOTE, kind)
         return int(n)
 
     async def cleanup(self, criteria: CleanupCriteria) -> int:
@@ -53,7 +53,7 @@ class Administering(Operations):
         row = await self._row("cleanup_exclusive", criteria.finished_before, _statuses(criteria),
                               criteria.kind, criteria.batch_size, self.prefix)
         assert row is not None  # one row, always
-        return int(row[1]) if row[0] else None
+        return int(row[0]) if row[1] else None
 
     async def heartbeat(self, info: WorkerInfo) -> None:
         await self._execute(

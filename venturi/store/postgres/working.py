@@ -95,16 +95,16 @@ class Working(Operations):
         return [rows.job(r) for r in await self._fetch("find_stale", limit)]
 
     async def recover(self, id: UUID, run_no: int) -> Recovered | None:
-        row = await self._row("recover", id, run_no, Recovery.LEASE_EXPIRED.value)
+        row = await self._row("recover", Recovery.LEASE_EXPIRED.value, id, run_no)
         return None if row is None else rows.recovered(row)
 
     async def recover_stale(self, limit: int = 1000) -> list[Recovered]:
-        found = await self._fetch("recover_stale", limit, Recovery.LEASE_EXPIRED.value)
+        found = await self._fetch("recover_stale", Recovery.LEASE_EXPIRED.value, limit)
         return [rows.recovered(r) for r in found]
 
     async def recover_boot(self, name: str, claimed_by: str) -> list[Recovered]:
-        found = await self._fetch("recover_boot", name, claimed_by,
-                                  Recovery.WORKER_RESTARTED.value)
+        found = await self._fetch("recover_boot", Recovery.WORKER_RESTARTED.value, name,
+                                  claimed_by)
         return [rows.recovered(r) for r in found]
 
     async def next_visible_at(self, kinds: Sequence[str]) -> dt.datetime | None:
