@@ -73,7 +73,8 @@ class Store(abc.ABC):
         self, jobs: Sequence[NewJob], *, merge: MergeFn | None = None, conn: Any = None
     ) -> list[Enqueued]:
         """Insert jobs atomically, in input order. Jobs with a ``dedup_key`` are
-        merged into their oldest pending candidate (rule 10) via ``merge``."""
+        merged into their oldest pending candidate via ``merge``
+        (docs/concepts/dedup.md)."""
 
     async def enqueue_batch(self, batch: NewJobBatch, *, conn: Any = None) -> None:
         """Insert a plain batch atomically, in order, as ``enqueue(batch.jobs())``
@@ -97,14 +98,15 @@ class Store(abc.ABC):
     # working
     @abc.abstractmethod
     async def claim(self, request: ClaimRequest) -> list[JobRecord]:
-        """Claim up to ``request.limit`` runnable jobs in one statement (rule 2, 3)."""
+        """Claim up to ``request.limit`` runnable jobs in one statement
+        (docs/concepts/priorities.md)."""
 
     @abc.abstractmethod
     async def settle_many(
         self, claimed_by: str, settlements: Sequence[Settlement]
     ) -> list[Settled]:
         """Apply guarded settlements and their journal entries, atomically, in one
-        round trip (rules 4-6, 12). A guard miss writes nothing for that job."""
+        round trip (venturi.store.lifecycle). A guard miss writes nothing for that job."""
 
     async def settle(self, claimed_by: str, settlement: Settlement) -> bool:
         """Apply one guarded settlement; whether it applied."""
@@ -128,7 +130,9 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def recover(self, id: UUID, run_no: int) -> Recovered | None:
         """Re-pend one expired claim at epoch ``run_no``, counting a failure
-        (journal ``stale-recovered``, or ``dead`` when the budget is spent)."""
+        (journal ``stale-recovered``, or ``dead`` when the budget is spent). Like
+        every operation that makes a job pending, the three recoveries wake idle
+        workers of its kind (the jobs channel)."""
 
     @abc.abstractmethod
     async def recover_stale(self, limit: int = 1000) -> list[Recovered]:
@@ -136,8 +140,8 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def recover_boot(self, name: str, claimed_by: str) -> list[Recovered]:
-        """Re-pend claims of an earlier boot of worker ``name`` (rule 9): every
-        claim ``{name}/{other boot}``, counted as a failure like a lease expiry."""
+        """Re-pend claims of an earlier boot of worker ``name`` (docs/concepts/leases.md):
+        every claim ``{name}/{other boot}``, counted as a failure like a lease expiry."""
 
     @abc.abstractmethod
     async def next_visible_at(self, kinds: Sequence[str]) -> dt.datetime | None:
@@ -173,7 +177,8 @@ class Store(abc.ABC):
     async def cancel(
         self, *, ids: Sequence[UUID] | None = None, subject: str | None = None, conn: Any = None
     ) -> int:
-        """Delete jobs by id or subject subtree; notify owners of claimed ones (rule 11)."""
+        """Delete jobs by id or subject subtree; notify owners of claimed ones
+        (docs/concepts/leases.md, cancellation)."""
 
     @abc.abstractmethod
     async def retry(self, *, ids: Sequence[UUID] | None = None, kind: str | None = None) -> int:
@@ -204,7 +209,8 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def identity_lock(self, name: str) -> IdentityLock:
-        """A lock on worker ``name`` in this queue, held on a dedicated session (rule 9)."""
+        """A lock on worker ``name`` in this queue, held on a dedicated session
+        (docs/concepts/leases.md, restarts)."""
 
     @abc.abstractmethod
     async def cleanup_exclusive(self, criteria: CleanupCriteria) -> int | None:

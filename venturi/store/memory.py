@@ -7,7 +7,6 @@ way a single SQL statement is.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import datetime as dt
 import itertools
@@ -26,12 +25,8 @@ from .base import (
     ClaimRequest,
     CleanupCriteria,
     Clock,
-    CountFilter,
     DatabaseClock,
-    Detail,
     Enqueued,
-    FailedJob,
-    HistoryFilter,
     IdentityLock,
     JobRecord,
     JournalRecord,
@@ -44,23 +39,20 @@ from .base import (
     Recovered,
     Settled,
     Settlement,
-    Snapshot,
     Status,
     Store,
     WorkerInfo,
     check_new_jobs,
 )
 from .lifecycle import Recovery
+from .memory_sessions import MemoryIdentityLock, MemoryListener
+from .memory_views import MemoryViews, in_subtree
 
 UTC = dt.UTC
 _ACTIVE = (Status.PENDING, Status.CLAIMED)
 
 
-def _in_subtree(subject: str | None, root: str) -> bool:
-    return subject is not None and (subject == root or subject.startswith(root + "/"))
-
-
-class MemoryStore(Store):
+class MemoryStore(MemoryViews, Store):
     """An in-memory store with PostgresStore's semantics (no durability)."""
 
     def __init__(self, *, prefix: str = "venturi_", clock: Clock | None = None) -> None:
@@ -71,11 +63,8 @@ class MemoryStore(Store):
         self._journal_ids = itertools.count(1)
         self._workers: dict[tuple[str, str], WorkerInfo] = {}
         self._listeners: set[MemoryListener] = set()
-        self._locks: dict[str, object] = {}
+        self._locks: dict[str, object] = {}  # worker name -> its identity lock's holder
         self.migrated = False
-
-    def _now(self) -> dt.datetime:
-        return self.clock.now() or dt.datetime.now(UTC)
 
     # --- internals -------------------------------------------------------------------
 
@@ -347,72 +336,6 @@ class MemoryStore(Store):
                 n += 1
         return n
 
-    # --- inspecting -------------------------------------------------------------------------
-
-    async def job(self, id: UUID) -> JobRecord | None:
-        return self._jobs.get(id)
-
-    async def journal(self, id: UUID) -> list[JournalRecord]:
-        return list(self._journal.get(id, []))
-
-    async def query_jobs(self, filter: HistoryFilter) -> list[JobRecord]:
-        f = filter
-        found = [
-            j for j in self._jobs.values()
-            if (f.before is None or j.id < f.before)
-            and (f.kind is None or j.kind == f.kind)
-            and (f.status is None or j.status is f.status)
-            and (f.finished_since is None or (j.finished_at is not None
-                                              and j.finished_at >= f.finished_since))
-            and (f.finished_until is None or (j.finished_at is not None
-                                              and j.finished_at < f.finished_until))
-        ]
-        found.sort(key=lambda j: j.id, reverse=True)
-        return found[: f.limit]
-
-    async def count(self, filter: CountFilter) -> int:
-        statuses = set(filter.statuses) if filter.statuses else set(Status)
-        return sum(
-            1 for j in self._jobs.values()
-            if j.status in statuses
-            and (filter.kind is None or j.kind == filter.kind)
-            and (filter.subject is None or _in_subtree(j.subject, filter.subject))
-        )
-
-    async def stats(self) -> Snapshot:
-        now = self._now()
-        snap = Snapshot(counts_by_status={s.value: 0 for s in Status})
-        oldest: dict[str, dt.datetime] = {}
-        for j in self._jobs.values():
-            snap.counts_by_status[j.status.value] += 1
-            if j.status is Status.PENDING:
-                if j.visible_at <= now:
-                    snap.pending_by_kind[j.kind] = snap.pending_by_kind.get(j.kind, 0) + 1
-                    oldest[j.kind] = min(oldest.get(j.kind, j.visible_at), j.visible_at)
-                else:
-                    snap.scheduled_by_kind[j.kind] = snap.scheduled_by_kind.get(j.kind, 0) + 1
-            elif j.status is Status.CLAIMED:
-                snap.claimed_by_kind[j.kind] = snap.claimed_by_kind.get(j.kind, 0) + 1
-            elif j.status is Status.DEAD:
-                snap.dead_by_kind[j.kind] = snap.dead_by_kind.get(j.kind, 0) + 1
-        snap.oldest_pending_age.update({k: now - v for k, v in oldest.items()})
-        return dataclasses.replace(snap, claimed=snap.counts_by_status["claimed"])
-
-    async def detail(self, limit: int) -> Detail:
-        now = self._now()
-        runnable = [j.visible_at for j in self._jobs.values()
-                    if j.status is Status.PENDING and j.visible_at <= now]
-        dead = sorted(
-            (j for j in self._jobs.values() if j.status is Status.DEAD),
-            key=lambda j: (-(j.finished_at or now).timestamp(), j.id),
-        )[:limit]
-        failed = []
-        for j in dead:
-            reason = next((e.note for e in reversed(self._journal.get(j.id, []))
-                           if e.outcome is Outcome.DEAD), None)
-            failed.append(FailedJob(j.id, j.kind, j.subject, reason, j.finished_at or now))
-        return Detail(now - min(runnable) if runnable else None, failed)
-
     # --- administering ------------------------------------------------------------------------
 
     async def cancel(
@@ -424,7 +347,7 @@ class MemoryStore(Store):
             wanted = set(ids)
             victims = [j for j in self._jobs.values() if j.id in wanted]
         else:
-            victims = [j for j in self._jobs.values() if _in_subtree(j.subject, subject or "")]
+            victims = [j for j in self._jobs.values() if in_subtree(j.subject, subject or "")]
         claimed = [str(j.id) for j in victims if j.status is Status.CLAIMED]
         for j in victims:
             del self._jobs[j.id]
@@ -487,50 +410,10 @@ class MemoryStore(Store):
         return self._now()
 
     def listen(self) -> Listener:
-        return MemoryListener(self)
+        return MemoryListener(self._listeners)
 
     def identity_lock(self, name: str) -> IdentityLock:
-        return MemoryIdentityLock(self, name)
+        return MemoryIdentityLock(self._locks, name)
 
     async def cleanup_exclusive(self, criteria: CleanupCriteria) -> int | None:
         return await self.cleanup(criteria)
-
-
-class MemoryIdentityLock(IdentityLock):
-    """In-process stand-in for the session advisory lock on a worker name."""
-
-    def __init__(self, store: MemoryStore, name: str) -> None:
-        self._store = store
-        self._name = name
-        self._token = object()
-        self.lost = asyncio.Event()
-
-    async def __aenter__(self) -> MemoryIdentityLock:
-        return self
-
-    async def acquire(self) -> bool:
-        holder = self._store._locks.setdefault(self._name, self._token)
-        return holder is self._token
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._store._locks.get(self._name) is self._token:
-            del self._store._locks[self._name]
-
-
-class MemoryListener(Listener):
-    def __init__(self, store: MemoryStore) -> None:
-        self._store = store
-        self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
-
-    def push(self, channel: str, payload: str) -> None:
-        self._queue.put_nowait((channel, payload))
-
-    async def __aenter__(self) -> MemoryListener:
-        self._store._listeners.add(self)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._store._listeners.discard(self)
-
-    async def receive(self) -> tuple[str, str]:
-        return await self._queue.get()

@@ -186,13 +186,15 @@ class Action(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Settlement:
-    """A guarded transition of one claimed job plus its journal entry.
+    """A finished run of one claimed job: what it asks for and its journal entry.
 
     Applied only while the row is still ``claimed`` by the settling worker at
-    claim epoch ``run_no`` (DESIGN rule 4). ``delay`` is the time until the job
-    is visible again (retry backoff, pause); ``carry`` (JSON text) is written
-    when ``set_carry``. For a periodic job, ``successor`` is the id and visible
-    time of the next occurrence, inserted when this one becomes terminal.
+    claim epoch ``run_no`` (docs/concepts/leases.md, claim epochs); the
+    transition ``action`` makes is venturi.store.lifecycle's. ``delay`` is the
+    time until the job is visible again (retry backoff, pause); ``carry`` (JSON
+    text) is written when ``set_carry``. For a periodic job, ``successor`` is
+    the id and visible time of the next occurrence, inserted when this one
+    becomes terminal.
     """
 
     id: UUID
@@ -228,7 +230,7 @@ class ClaimRequest:
     """Claim up to ``limit`` runnable jobs of ``leases``' kinds (kind -> lease).
 
     ``reserve_low`` / ``reserve_normal`` slots of the batch prefer tier 2 / tier
-    1 work (the anti-starvation floor, rule 3); a reserved slot its tier cannot
+    1 work (the anti-starvation floor, docs/concepts/priorities.md); a reserved slot its tier cannot
     use falls through to the normal ``priority, visible_at, id`` order.
     """
 

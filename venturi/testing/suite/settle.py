@@ -156,7 +156,7 @@ async def test_carry_can_be_cleared(store: Store) -> None:
     assert (await job(store, j.id)).carry is None
 
 
-# --- periodic (rule 12) ---------------------------------------------------------------
+# --- periodic (docs/concepts/periodic.md) ---------------------------------------------
 
 
 def _tick(**kw: Any) -> NewJob:
