@@ -80,11 +80,8 @@ r AS (
     SELECT id, kind, run_count, {now}, 'redriven', $2::text FROM r
 ), pending AS (
     SELECT kind, visible_at FROM r
-), wake AS (
-    SELECT count(sent) AS n FROM (
+),
 -- include: wake_pending
-    ) AS w
-)
 SELECT (SELECT count(*) FROM r) AS redriven, (SELECT n FROM wake) AS woke
 
 -- fragment: delete_finished

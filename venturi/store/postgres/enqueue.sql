@@ -26,8 +26,9 @@ WITH pending AS (
                 $7::timestamptz[], $8::int4[], $9::text[], $10::text[], $11::text[], $12::bool[])
          AS i(id, kind, payload, priority, delay, at, max_failures, carry, dedup_key, subject, periodic)
     RETURNING kind, visible_at
-)
+),
 -- include: wake_pending
+SELECT n FROM wake
 
 -- name: notify_kinds
 -- After a COPY (which has no RETURNING): one wake-up per kind, sent at commit.
@@ -90,11 +91,13 @@ pg_notify('{prefix}jobs', CASE WHEN visible_at > {now}
                                ELSE kind END)
 
 -- fragment: wake_pending
--- The wake-ups for the jobs of a CTE "pending" (kind, visible_at), one row each:
--- per kind, the kind when some are runnable now, and "kind|epoch" of the earliest
--- due later, so idle workers arm their timers without a query.
-SELECT pg_notify('{prefix}jobs', CASE WHEN k.later
-                                      THEN k.kind || '|' || extract(epoch FROM k.first)::text
-                                      ELSE k.kind END) AS sent
-FROM (SELECT kind, visible_at > {now} AS later, min(visible_at) AS first
-      FROM pending GROUP BY kind, visible_at > {now}) AS k
+-- A CTE "wake" (n) sending the wake-ups for the jobs of a CTE "pending" (kind,
+-- visible_at): per kind, the kind when some are runnable now, and "kind|epoch" of
+-- the earliest due later, so idle workers arm their timers without a query.
+wake AS (
+    SELECT count(pg_notify('{prefix}jobs', CASE WHEN k.later
+                                                THEN k.kind || '|' || extract(epoch FROM k.first)::text
+                                                ELSE k.kind END)) AS n
+    FROM (SELECT kind, visible_at > {now} AS later, min(visible_at) AS first
+          FROM pending GROUP BY kind, visible_at > {now}) AS k
+)

@@ -65,9 +65,6 @@ r AS (
     FROM r
 ), pending AS (
     SELECT kind, visible_at FROM r WHERE status = 'pending'
-), wake AS (
-    SELECT count(sent) AS n FROM (
+),
 -- include: wake_pending
-    ) AS w
-)
 SELECT id, kind, run_count, status, claimed_by, (SELECT n FROM wake) AS woke FROM r

@@ -65,11 +65,8 @@ WITH upd AS (
     -- Work that is runnable again (released, retried, paused) may suit another worker;
     -- work due later says when.
     SELECT kind, visible_at FROM upd WHERE status = 'pending'
-), wake AS (
-    SELECT count(sent) AS n FROM (
+),
 -- include: wake_pending
-    ) AS w
-)
 -- The row's new status follows from its entry's outcome: reading it there, instead of
 -- joining the entries back to upd (a nested loop, quadratic in the batch), keeps a
 -- batch of 1,000 linear.
