@@ -19,9 +19,10 @@ from ...config import mask_dsn
 from ...errors import ConfigError
 from .._sql import Query
 from ..base import IdentityLock, Listener
-from .asyncpg_errors import DRIVER_ERRORS, TRANSIENT_ERRORS, line, translate, translated
+from .asyncpg_errors import DRIVER_ERRORS, TRANSIENT_ERRORS, translate, translated
 from .asyncpg_sessions import AsyncpgIdentityLock, AsyncpgListener
 from .driver import Executor, Row
+from .sqlstates import line
 
 # How long a kept connection stays out of the pool, unused, for the next statement
 # that asked to keep it (between one and two times this): see AsyncpgDriver._keep.
@@ -177,7 +178,9 @@ class AsyncpgDriver:
             self.pool.terminate()
 
     def adopt(self, conn: Any) -> Executor:
-        return AsyncpgExecutor(conn, self.prefix, self.dsn)
+        from .adoption import adopt_async
+
+        return adopt_async(conn, self.prefix, self.dsn)
 
     # --- one statement ---------------------------------------------------------------
 
