@@ -31,6 +31,7 @@ from .store.base import (
     WorkerInfo,
 )
 from .store.memory import MemoryStore
+from .sync import SyncQueue
 from .task import Context, GiveUp, Keep, Merge, Pause, Priority, Replace, Task, With
 from .worker import Worker, WorkerConfig
 
@@ -66,6 +67,7 @@ __all__ = [
     "SchemaMissing",
     "Snapshot",
     "Status",
+    "SyncQueue",
     "Task",
     "TaskDefinitionError",
     "UnknownKind",
