@@ -297,3 +297,14 @@ def test_an_event_as_text_is_one_line() -> None:
                   traceback="Traceback:\n  boom", event="job_failed")
     assert str(event) == ("job_failed job_id=j1 note='two words' kinds=['a', 'b'] empty='' "
                           "traceback='Traceback:\\n  boom'")
+
+
+def test_the_log_cost_benchmark_runs_and_leaves_logging_as_it_was() -> None:
+    """Not a timed test: ``python -m benchmarks.logcost`` keeps working."""
+    from benchmarks.logcost import measure
+
+    root = logging.getLogger()
+    before = (root.level, root.handlers[:], structlog.is_configured())
+    figures = measure(number=100)
+    assert len(figures) == 5 and all(ns > 0 for ns in figures.values())
+    assert (root.level, root.handlers, structlog.is_configured()) == before
