@@ -60,10 +60,6 @@ class Logger:
     def __init__(self, name: str) -> None:
         self._logger = logging.getLogger(name)
 
-    @property
-    def name(self) -> str:
-        return self._logger.name
-
     def is_enabled_for(self, level: int) -> bool:
         return self._logger.isEnabledFor(level)
 
