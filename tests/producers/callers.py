@@ -42,9 +42,7 @@ class Caller:
     async def execute(self, sql: str) -> None:
         """A statement of the caller's own, through its own library."""
         c = self.conn
-        if isinstance(c, asyncpg.Connection):
-            await c.execute(sql)
-        elif isinstance(c, psycopg.AsyncConnection):
+        if isinstance(c, (asyncpg.Connection, psycopg.AsyncConnection)):
             await c.execute(sql)
         else:
             await c.execute(text(sql))
