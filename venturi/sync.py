@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Coroutine, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from . import _codec
@@ -95,9 +94,9 @@ class SyncQueue:
         """The table prefix naming this queue (``venturi_`` by default)."""
         return self.queue.prefix
 
-    @staticmethod
-    @contextmanager
+    @classmethod
     def connect(
+        cls,
         dsn: str,
         *,
         prefix: str = DEFAULT_PREFIX,
@@ -106,16 +105,23 @@ class SyncQueue:
         clock: Clock | None = None,
         max_payload_bytes: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES,
         connect_timeout: float = 10.0,
-    ) -> Iterator[SyncQueue]:
-        """Open a psycopg pool on ``dsn`` for the queue named by ``prefix``; closed on
-        exit. ``min_size``/``max_size`` bound the pool (size it to the threads that
-        enqueue at once); ``clock`` is for tests (``ManualClock``)."""
+    ) -> SyncQueue:
+        """Open a psycopg pool on ``dsn`` for the queue named by ``prefix``.
+
+        Use it as ``with SyncQueue.connect(dsn) as queue:`` (closed on exit), or keep
+        it for the life of the process (``queue = SyncQueue.connect(dsn)`` at startup,
+        ``queue.close()`` at shutdown), shared by every thread. ``min_size``/``max_size``
+        bound the pool (size it to the threads that enqueue at once); ``clock`` is
+        for tests (``ManualClock``)."""
         store = _psycopg_store(dsn, prefix=prefix, min_size=min_size, max_size=max_size,
                                clock=clock, connect_timeout=connect_timeout)
-        try:
-            yield SyncQueue(store, max_payload_bytes=max_payload_bytes)
-        finally:
-            run_blocking(store.close())
+        return cls(store, max_payload_bytes=max_payload_bytes)
+
+    def __enter__(self) -> SyncQueue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @classmethod
     def from_pool(cls, pool: Any, *, prefix: str = DEFAULT_PREFIX, clock: Clock | None = None,
@@ -131,7 +137,7 @@ class SyncQueue:
         return cls(store, max_payload_bytes=max_payload_bytes)
 
     def close(self) -> None:
-        """Close the store (``connect`` does this on exit)."""
+        """Close the store and its pool (leaving a ``with`` block does this)."""
         run_blocking(self.store.close())
 
     migrate = _blocking(Queue.migrate)

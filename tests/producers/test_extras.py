@@ -30,7 +30,7 @@ def test_import_venturi_needs_neither_psycopg_nor_sqlalchemy() -> None:
 def test_sync_queue_without_psycopg_names_the_extra(pg_dsn: str) -> None:
     proc = run_without(["psycopg", "psycopg_pool"], f"""
         import venturi
-        for make in (lambda: venturi.SyncQueue.connect({pg_dsn!r}).__enter__(),
+        for make in (lambda: venturi.SyncQueue.connect({pg_dsn!r}),
                      lambda: venturi.SyncQueue.from_pool(object())):
             try:
                 make()
