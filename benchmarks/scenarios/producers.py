@@ -26,6 +26,7 @@ from venturi._ids import uuid7
 from ..harness import Bench, Figure, measure, scenario
 from ..tasks import KIND, payload, task
 from .enqueue import COLUMNS
+from .enqueue import RAW_ONE as RAW_ONE_ASYNCPG
 
 RAW_ONE = ("INSERT INTO {p}jobs (id, kind, payload, priority, max_failures) "
            "VALUES (%s, %s, %s::jsonb, %s, %s)")
@@ -167,14 +168,27 @@ async def _callers(dsn: str) -> AsyncIterator[dict[str, Any]]:
 @scenario("conn_enqueue", "Queue.enqueue(conn=...) on each kind of caller connection")
 async def conn_enqueue(bench: Bench) -> None:
     """`Queue.enqueue(task, conn=...)` N times in a loop on a connection the caller
-    holds: an asyncpg `Connection` (the reference), a psycopg `AsyncConnection`, and
-    SQLAlchemy `AsyncSession`s on asyncpg and on psycopg. Each statement commits on
+    holds: an asyncpg `Connection` (the reference path), a psycopg `AsyncConnection`,
+    and SQLAlchemy `AsyncSession`s on asyncpg and on psycopg; beside raw single-row
+    INSERT loops on the asyncpg and the psycopg connection. Each statement commits on
     its own (asyncpg outside a transaction, psycopg and the engines in autocommit
     mode), as in the `enqueue` scenario's `conn=` figure."""
     n = bench.size.one_by_one
     tasks = [task(i) for i in range(n)]
-    async with bench.fresh_prefix() as vp, Queue.connect(bench.dsn, prefix=vp, max_size=1) \
-            as queue, _callers(bench.dsn) as callers:
+    payloads = [payload(i) for i in range(n)]
+    async with bench.fresh_prefix() as vp, bench.fresh_prefix() as rp, \
+            Queue.connect(bench.dsn, prefix=vp, max_size=1) as queue, \
+            _callers(bench.dsn) as callers:
+        apg, pg = callers["asyncpg"], callers["psycopg"]
+        insert_apg, insert_pg = RAW_ONE_ASYNCPG.format(p=rp), RAW_ONE.format(p=rp)
+
+        async def raw_asyncpg(lo: int, hi: int) -> None:
+            for p in payloads[lo:hi]:
+                await apg.execute(insert_apg, uuid7(), KIND, orjson.dumps(p).decode(), 1, 25)
+
+        async def raw_psycopg(lo: int, hi: int) -> None:
+            for p in payloads[lo:hi]:
+                await pg.execute(insert_pg, (uuid7(), KIND, orjson.dumps(p).decode(), 1, 25))
 
         def contender(conn: Any) -> Callable[[int, int], Awaitable[None]]:
             async def run(lo: int, hi: int) -> None:
@@ -182,13 +196,19 @@ async def conn_enqueue(bench: Bench) -> None:
                     await queue.enqueue(t, conn=conn)
             return run
 
-        control = callers["asyncpg"]
-        secs = await measure(bench, control, (vp,), n,
-                             {name: contender(c) for name, c in callers.items()}, step=250)
+        secs = await measure(bench, apg, (vp, rp), n, {
+            "raw_asyncpg": raw_asyncpg, "raw_psycopg": raw_psycopg,
+            **{name: contender(c) for name, c in callers.items()}}, step=250)
+    raw_a, raw_p = "raw asyncpg single-row INSERT", "raw psycopg async single-row INSERT"
     ref = "Queue.enqueue(conn=<asyncpg Connection>)"
-    bench.record(Figure(bench.scenario, ref, n, secs["asyncpg"],
-                        note="the asyncpg conn= path (a reference, itself venturi)"))
-    for name in ("psycopg", "AsyncSession+asyncpg", "AsyncSession+psycopg"):
+    bench.record(Figure(bench.scenario, raw_a, n, secs["raw_asyncpg"], raw=True,
+                        note="on the caller's asyncpg connection"))
+    bench.record(Figure(bench.scenario, raw_p, n, secs["raw_psycopg"], raw=True,
+                        note="on the caller's psycopg AsyncConnection, autocommit"))
+    bench.record(Figure(bench.scenario, ref, n, secs["asyncpg"], (raw_a,),
+                        note="the asyncpg conn= path"))
+    for name, raw in (("psycopg", raw_p), ("AsyncSession+asyncpg", raw_a),
+                      ("AsyncSession+psycopg", raw_p)):
         label = {"psycopg": "psycopg AsyncConnection"}.get(name, name)
         bench.record(Figure(bench.scenario, f"Queue.enqueue(conn=<{label}>)", n, secs[name],
-                            (ref,)))
+                            (ref, raw)))
