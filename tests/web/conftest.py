@@ -95,8 +95,13 @@ def open_page(browser: Any) -> Callable[..., Awaitable[Watched]]:
         page = await context.new_page()
         errors: list[str] = []
         dialogs: list[str] = []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        # Console errors, and what they leave out: which subresource failed.
+        page.on("console", lambda m: errors.append(m.text)
+                if m.type == "error" and not m.text.startswith("Failed to load resource")
+                else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("response", lambda r: errors.append(f"{r.status} {r.url}")
+                if r.status >= 400 and r.request.resource_type != "document" else None)
 
         async def on_dialog(d: Any) -> None:
             dialogs.append(d.message)

@@ -10,6 +10,13 @@ import venturi
 GATE = asyncio.Event()  # held by Gated runs until a test sets it
 
 
+def new_gate() -> asyncio.Event:
+    """A closed gate for this test's event loop (an Event binds to the first loop it meets)."""
+    global GATE
+    GATE = asyncio.Event()
+    return GATE
+
+
 class Embed(venturi.Task, kind="web.embed"):
     uri: str = ""
 
@@ -47,3 +54,25 @@ class Gated(venturi.Task, kind="web.gated"):
 class Hourly(venturi.Task, kind="web.hourly", every=dt.timedelta(hours=1)):
     async def run(self, ctx: venturi.Context) -> None:
         return None
+
+
+XSS = '<script>alert("x")</script>"><img src=x onerror=alert(1)>'
+
+
+HOSTILE_KIND = 'web.</script><script>alert("k")</script><img src=x onerror=alert(2)>'
+
+
+class Hostile(venturi.Task, kind=HOSTILE_KIND):
+    """Markup everywhere a value reaches a page: kind, payload, subject, carry,
+    attachment and the reason it dies with."""
+
+    html: str = XSS
+
+    def subject(self) -> str | None:
+        return "file:///" + XSS
+
+    async def run(self, ctx: venturi.Context) -> venturi.Pause | None:
+        if ctx.carry is None:
+            return venturi.Pause(dt.timedelta(0), carry={"note": XSS})
+        ctx.attach(html=XSS)
+        raise venturi.GiveUp(XSS)

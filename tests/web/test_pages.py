@@ -91,7 +91,7 @@ async def test_job_page_shows_payload_carry_and_the_journal_as_a_timeline(
 
 async def test_workers_page_shows_a_running_worker_and_its_in_flight_jobs(
         web_queue: Queue, open_page: Any) -> None:
-    tasks.GATE.clear()
+    gate = tasks.new_gate()
     worker = venturi.Worker(web_queue, tasks=[tasks.Gated], concurrency=3, name="web-test-w1",
                             heartbeat_interval=dt.timedelta(seconds=0.2))
     runner = asyncio.create_task(worker.run())
@@ -105,7 +105,7 @@ async def test_workers_page_shows_a_running_worker_and_its_in_flight_jobs(
             await expect(row).to_contain_text("2 / 3")
             await expect(row).to_contain_text("web.gated")
     finally:
-        tasks.GATE.set()
+        gate.set()
         await worker.drain(grace=5)
         await asyncio.wait_for(runner, 20)
 

@@ -68,6 +68,14 @@ def _time(value: str, field: str) -> dt.datetime | None:
     return parsed.astimezone(dt.UTC)
 
 
+def _form_time(value: dt.datetime | None) -> str:
+    """What a datetime-local field holds (UTC), to the millisecond ids keep."""
+    if value is None:
+        return ""
+    text = value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return text + f".{value.microsecond // 1000:03d}" if value.microsecond else text
+
+
 @dataclass(frozen=True, slots=True)
 class JobFilter:
     kind: str | None = None
@@ -108,9 +116,8 @@ class JobFilter:
     def params(self) -> dict[str, str]:
         """The filter as URL parameters (empty fields left out)."""
         out = {"kind": self.kind or "", "status": self.status.value if self.status else "",
-               "subject": self.subject or "",
-               "since": self.since.strftime("%Y-%m-%dT%H:%M:%S") if self.since else "",
-               "until": self.until.strftime("%Y-%m-%dT%H:%M:%S") if self.until else ""}
+               "subject": self.subject or "", "since": _form_time(self.since),
+               "until": _form_time(self.until)}
         return {k: v for k, v in out.items() if v}
 
     def query(self, **extra: str | None) -> str:
@@ -152,6 +159,13 @@ def known_count(f: JobFilter, snap: Snapshot) -> int | None:
             return sum(counts.values())
         return counts.get(f.status.value, 0)
     return None  # completed (or any status) of one kind: the stats do not split it
+
+
+def why_uncounted(f: JobFilter) -> str:
+    """Why :func:`match_count` has no number for ``f`` (docs/operations/dashboard.md)."""
+    if f.timed:
+        return "no count query covers time bounds yet"
+    return "the stats do not count finished jobs per kind"
 
 
 async def match_count(queue: Queue, f: JobFilter, snap: Snapshot) -> int | None:

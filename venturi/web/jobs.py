@@ -13,7 +13,7 @@ from venturi import Snapshot, Status
 
 from . import bulk
 from .app import Dashboard, dashboard
-from .filters import FilterError, JobFilter, Listing, list_jobs, match_count
+from .filters import FilterError, JobFilter, Listing, list_jobs, match_count, why_uncounted
 
 
 def kinds_known(snap: Snapshot, f: JobFilter) -> list[str]:
@@ -28,7 +28,7 @@ async def jobs_context(dash: Dashboard, f: JobFilter, snap: Snapshot) -> dict[st
     """The filter's total and what acting on all of it would mean (live-updated too)."""
     total = await match_count(dash.queue, f, snap)
     plans = {action: bulk.plan(action, f, snap, total) for action in ("retry", "cancel")}
-    return {"filter": f, "total": total, "plans": plans}
+    return {"filter": f, "total": total, "plans": plans, "uncounted": why_uncounted(f)}
 
 
 async def jobs_page(request: Request) -> Response:

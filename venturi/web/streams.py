@@ -7,6 +7,7 @@ swaps in is escaped exactly like the page itself.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -20,7 +21,7 @@ from venturi import VenturiError
 from .app import Dashboard, dashboard
 from .filters import FilterError, JobFilter
 from .jobs import jobs_context
-from .live import sse
+from .live import KEEPALIVE, sse
 from .pages import (
     FAILURES_SHOWN,
     counts_context,
@@ -29,6 +30,13 @@ from .pages import (
     periodic_state,
     workers_state,
 )
+
+# A stream ends after this long and the browser reconnects at once (``retry``): a
+# server that waits for open requests before it stops (uvicorn does, and a host
+# application mounting the dashboard may not tell it to end its streams) waits
+# at most this long for ours.
+LIFETIME = 55.0
+RECONNECT_MS = 500
 
 Events = list[tuple[str, str]]
 Render = Callable[[], Awaitable[Events]]
@@ -120,10 +128,13 @@ def _stream(dash: Dashboard, render: Render) -> StreamingResponse:
     hub = dash.hub
 
     async def body() -> AsyncIterator[str]:
+        loop = asyncio.get_running_loop()
+        ends = loop.time() + LIFETIME
+        yield f"retry: {RECONNECT_MS}\n\n"
         async with hub.watch():
             sent: dict[str, str] = {}
             version = -1
-            while not hub.closing:
+            while not hub.closing and loop.time() < ends:
                 if hub.version != version:
                     version = hub.version
                     try:
@@ -135,7 +146,7 @@ def _stream(dash: Dashboard, render: Render) -> StreamingResponse:
                         if sent.get(event) != data:
                             sent[event] = data
                             yield sse(event, data)
-                elif not await hub.changed_since(version):
+                elif not await hub.changed_since(version, min(KEEPALIVE, ends - loop.time())):
                     yield ": keepalive\n\n"
 
     return StreamingResponse(body(), media_type="text/event-stream",
