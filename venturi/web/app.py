@@ -87,6 +87,7 @@ class Dashboard:
         self.access = access
         self.options = options
         self.hub = Hub(queue, refresh=options.refresh, sample_interval=options.sample_interval)
+        self.periodic_cache: tuple[Any, Any] | None = None  # see pages.periodic_cached
         self.templates = jinja2.Environment(
             loader=jinja2.PackageLoader("venturi.web", "templates"),
             autoescape=True,  # every template: everything shown from the database is user data

@@ -5,7 +5,11 @@ A NOTIFY on the queue's channels (new work, a cancel, a drain) marks the view
 stale; completions send none, so while anyone watches the stats are also
 refreshed every ``refresh`` seconds. Refreshes are at least ``min_gap`` apart
 whatever the notification rate, and with nobody watching only the chart
-samples are taken (every ``sample_interval``). Whatever a page's stream needs
+samples are taken (every ``sample_interval``). The stats queries count rows,
+so on a large table one refresh takes a while (docs/operations/dashboard.md
+has the figures): the period stretches to :data:`COST_FACTOR` times the last
+refresh's duration, so one dashboard never keeps the database busy more than
+a tenth of the time. Whatever a page's stream needs
 beyond the stats (the workers table, one job) is read once per refresh and
 shared through :meth:`Hub.cached`.
 """
@@ -27,6 +31,7 @@ from .samples import Samples
 log = structlog.get_logger("venturi.web")
 T = TypeVar("T")
 KEEPALIVE = 15.0
+COST_FACTOR = 10.0
 
 
 class Hub:
@@ -47,6 +52,7 @@ class Hub:
         self._cache: dict[Any, asyncio.Task[Any]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._last_refresh = -1e9
+        self.cost = 0.0  # seconds the last stats refresh took
 
     # --- lifecycle: started by the first request, on the server's event loop --------
 
@@ -87,10 +93,16 @@ class Hub:
             raise VenturiError(self.db_error or "the queue's stats are unavailable")
         return self.snapshot
 
+    def periods(self) -> tuple[float, float]:
+        """(refresh period, minimum gap) in seconds, stretched by the refresh's cost."""
+        stretch = COST_FACTOR * self.cost
+        return max(self.refresh_every, stretch), max(self.min_gap, stretch)
+
     async def refresh(self) -> None:
-        self._last_refresh = time.monotonic()
+        self._last_refresh = started = time.monotonic()
         try:
             snap = await self.queue.stats()
+            self.cost = time.monotonic() - started
         except VenturiError as exc:
             if self.db_error is None:
                 log.warning("dashboard_db_unavailable", error=type(exc).__name__)
@@ -189,15 +201,15 @@ class Hub:
         assert self._dirty is not None
         while True:
             now = time.monotonic()
-            gap = self._last_refresh + self.min_gap - now
+            period, min_gap = self.periods()
+            gap = self._last_refresh + min_gap - now
             if gap > 0:
                 await asyncio.sleep(gap)  # rate limit under a flood of notices
                 continue
             last = self.samples.last
             sample_at = (last.mono + self.samples.interval) if last else now
             watched = self._watchers > 0
-            due = min(sample_at, self._last_refresh + self.refresh_every) if watched \
-                else sample_at
+            due = min(sample_at, self._last_refresh + period) if watched else sample_at
             if due <= now or (watched and self._dirty.is_set()):
                 self._dirty.clear()
                 return

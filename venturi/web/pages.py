@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -139,6 +140,26 @@ async def periodic_state(dash: Dashboard, snap: Snapshot) -> list[PeriodicRow]:
                 page = await dash.queue.history(kind=kind, status=status, limit=1)
                 occurrence = page.jobs[0] if page.jobs else None
         rows.append(PeriodicRow(kind, schedule, occurrence))
+    return rows
+
+
+PERIODIC_REREAD = 60.0
+
+
+async def periodic_cached(dash: Dashboard, snap: Snapshot) -> list[PeriodicRow]:
+    """``periodic_state`` for the live stream, read again only when a periodic kind's
+    counts move or a minute has passed: each occurrence's lookup walks the pending
+    jobs' index (docs/operations/dashboard.md), and the next run rarely changes."""
+    kinds = [t.__task__.kind for t in dash.periodic_tasks()]
+    key = (tuple((k, snap.pending_by_kind.get(k, 0), snap.scheduled_by_kind.get(k, 0),
+                  snap.claimed_by_kind.get(k, 0), snap.dead_by_kind.get(k, 0)) for k in kinds),
+           int(time.monotonic() // PERIODIC_REREAD))
+    cached = dash.periodic_cache
+    if cached is not None and cached[0] == key:
+        rows: list[PeriodicRow] = cached[1]
+        return rows
+    rows = await periodic_state(dash, snap)
+    dash.periodic_cache = (key, rows)
     return rows
 
 

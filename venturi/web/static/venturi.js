@@ -55,12 +55,13 @@
       axes: [{}, { size: 50 }],
       legend: { live: false },
       cursor: { drag: { x: false, y: false } },
-      // Always the last hour, ending at the newest sample: a young dashboard's
-      // few samples sit at the right edge instead of spreading over years.
+      // The samples kept (an hour at most), ending at the newest: a young
+      // dashboard's few minutes fill the chart instead of a sliver of an hour.
       scales: { x: { time: true, range: function (u) {
         var xs = u.data[0];
         var end = xs.length ? xs[xs.length - 1] : Date.now() / 1000;
-        return [end - 3600, end];
+        var first = xs.length ? xs[0] : end - 60;
+        return [end - Math.min(3600, Math.max(60, end - first)), end];
       } }, y: { range: function (u, min, max) { return [0, Math.max(1, max * 1.1)]; } } }
     };
     return new uPlot(opts, data, el);
