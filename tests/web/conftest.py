@@ -37,9 +37,9 @@ class Served:
 
 
 @asynccontextmanager
-async def serve(app: ASGIApp) -> AsyncIterator[Served]:
+async def serve(app: ASGIApp, *, lifespan: str = "on") -> AsyncIterator[Served]:
     sock = bind("127.0.0.1:0")
-    server = Server(app, timeout_graceful_shutdown=2)  # type: ignore[arg-type]
+    server = Server(app, timeout_graceful_shutdown=2, lifespan=lifespan)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         while not server.started:

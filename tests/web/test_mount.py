@@ -87,3 +87,28 @@ async def test_click_through_under_a_prefix(web_queue: Queue, open_page: Any) ->
             assert w.errors == []
     finally:
         await dashboard.state.dashboard.aclose()
+
+
+async def test_handed_over_by_a_plain_asgi_dispatcher(web_queue: Queue) -> None:
+    """What docs/operations/dashboard.md shows for a router that cannot mount."""
+    dashboard = create_app(web_queue)
+
+    async def fallback(scope: Any, receive: Any, send: Any) -> None:
+        await PlainTextResponse("the host application")(scope, receive, send)
+
+    async def application(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and (scope["path"] + "/").startswith(PREFIX + "/"):
+            scope = {**scope, "root_path": scope.get("root_path", "") + PREFIX}
+            return await dashboard(scope, receive, send)
+        return await fallback(scope, receive, send)
+
+    await web_queue.enqueue(tasks.Embed(uri="file:///handed/1"))
+    try:
+        async with serve(application, lifespan="off") as served, served.client() as http:
+            page = await http.get(f"{PREFIX}/jobs")
+            assert page.status_code == 200 and "file:///handed/1" in page.text
+            assert f'href="{PREFIX}/static/venturi.css"' in page.text
+            assert (await http.get(f"{PREFIX}/static/venturi.css")).status_code == 200
+            assert (await http.get("/")).text == "the host application"
+    finally:
+        await dashboard.state.dashboard.aclose()

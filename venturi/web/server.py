@@ -18,7 +18,7 @@ from types import FrameType
 from typing import Any
 
 import uvicorn
-from starlette.applications import Starlette
+from starlette.types import ASGIApp
 
 from venturi import ConfigError
 
@@ -57,15 +57,16 @@ def bind(address: str) -> socket.socket:
 class Server(uvicorn.Server):
     """uvicorn on a socket of ours, ending the dashboard's streams at shutdown."""
 
-    def __init__(self, app: Starlette, **options: Any) -> None:
+    def __init__(self, app: ASGIApp, **options: Any) -> None:
         options.setdefault("log_config", None)  # the process's logging, not uvicorn's
         options.setdefault("access_log", False)
         options.setdefault("timeout_graceful_shutdown", GRACE)
-        super().__init__(uvicorn.Config(app, lifespan="on", **options))
+        options.setdefault("lifespan", "on")
+        super().__init__(uvicorn.Config(app, **options))
         self.app = app
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        dashboard = getattr(self.app.state, "dashboard", None)
+        dashboard = getattr(getattr(self.app, "state", None), "dashboard", None)
         if dashboard is not None:
             dashboard.hub.close_streams()
         await super().shutdown(sockets)
