@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from typing import Any
 
 import pytest
@@ -15,6 +16,21 @@ from venturi import Queue
 from venturi.web import DashboardOptions, create_app
 
 pytestmark = pytest.mark.timeout(90)
+
+
+async def test_new_work_arrives_by_notify(web_queue: Queue, open_page: Any) -> None:
+    # No periodic refresh and no chart sample within the test: only a NOTIFY can
+    # bring the new counts.
+    app = create_app(web_queue, options=DashboardOptions(refresh=3600, sample_interval=600))
+    async with serve(app) as served:
+        w = await open_page(served.url + "/")
+        await expect(w.page.locator("#live")).to_have_attribute("data-state", "connected")
+        runnable = w.page.locator("[data-count=runnable]")
+        await expect(runnable).to_have_text("0")
+        await web_queue.enqueue_many([tasks.Embed() for _ in range(3)])
+        await expect(runnable).to_have_text("3")
+        await web_queue.enqueue(tasks.Embed(), delay=dt.timedelta(hours=1))
+        await expect(w.page.locator("[data-count=scheduled]")).to_have_text("1")
 
 
 async def test_counts_follow_a_worker_without_a_reload(web_queue: Queue, open_page: Any) -> None:
