@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from typing import Annotated, Any
 
-import structlog
 import typer
 
 import venturi
@@ -14,7 +13,7 @@ import venturi.logs
 from . import loader
 from .session import USAGE, DsnOption, PrefixOption, fail, run_async, session
 
-log = structlog.get_logger("venturi.web")
+log = venturi.logs.get_logger("venturi.web")
 
 
 def web(
@@ -84,7 +83,7 @@ def web(
         run_async(go, dsn=target)
     finally:
         sock.close()
-        structlog.reset_defaults()
+        venturi.logs.reset()
 
 
 def _host(host: Any) -> str:

@@ -15,20 +15,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from venturi import Status, VenturiError
+from venturi.logs import get_logger
 
 from . import bulk
 from .app import Dashboard, dashboard
 from .auth import CSRF_FIELD, csrf_ok, csrf_token
 from .filters import FilterError, JobFilter, match_count, uuid7_floor
 
-log = structlog.get_logger("venturi.web")
+log = get_logger("venturi.web")
 MAX_SELECTED = 1_000
 ACTIONS = ("retry", "cancel", "drain")
 

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import jinja2
-import structlog
 from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -31,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import venturi
 from venturi import Queue, Task, VenturiError
+from venturi.logs import get_logger
 from venturi.task import registered
 
 from . import format as fmt
@@ -38,7 +38,7 @@ from .auth import Access, AuthHook, TokenAuth, csrf_token
 from .live import Hub
 from .probes import HealthLike, probe_routes
 
-log = structlog.get_logger("venturi.web")
+log = get_logger("venturi.web")
 
 # The pages, in nav order: (endpoint name, label). Kinds (pause, limits) and
 # workflows join this list when the queue grows them.

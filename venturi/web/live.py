@@ -19,16 +19,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
-import structlog
-
 from venturi import Queue, Snapshot, VenturiError
+from venturi.logs import get_logger
 
 from .samples import Samples
 
-log = structlog.get_logger("venturi.web")
+log = get_logger("venturi.web")
 T = TypeVar("T")
 KEEPALIVE = 15.0
 COST_FACTOR = 10.0
@@ -177,8 +177,9 @@ class Hub:
                 if self.listening:
                     log.warning("dashboard_listen_lost", error=type(exc).__name__)
                 self.listening = False
-            except Exception:
-                log.exception("dashboard_listen_failed")
+            except Exception as exc:
+                log.error("dashboard_listen_failed", error=type(exc).__name__,
+                          traceback=_traceback(exc))
                 self.listening = False
             await asyncio.sleep(backoff)  # reconnect backoff, capped like the worker's
             backoff = min(backoff * 2, 5.0)
@@ -191,8 +192,9 @@ class Hub:
                 await self.refresh()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # a bug: say so, keep the pages up on the last state
-                log.exception("dashboard_refresh_failed")
+            except Exception as exc:  # a bug: say so, keep the pages up on the last state
+                log.error("dashboard_refresh_failed", error=type(exc).__name__,
+                          traceback=_traceback(exc))
                 await asyncio.sleep(self.refresh_every)
 
     async def _wait_for_reason(self) -> None:
@@ -217,6 +219,11 @@ class Hub:
                 await asyncio.wait_for(self._dirty.wait(), due - now)
             if not watched:
                 self._dirty.clear()  # a notice alone is not worth a refresh unwatched
+
+
+def _traceback(exc: BaseException) -> str:
+    # Text, not exc_info: a renderer showing local variables would print payloads.
+    return "".join(traceback.format_exception(exc)).rstrip()
 
 
 def sse(event: str, data: str) -> str:

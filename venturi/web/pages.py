@@ -8,18 +8,18 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-import structlog
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from venturi import JobRecord, JournalRecord, Snapshot, Status, WorkerInfo
+from venturi.logs import get_logger
 
 from .app import Dashboard, dashboard
 from .auth import CSRF_FIELD, csrf_ok
 
-log = structlog.get_logger("venturi.web")
+log = get_logger("venturi.web")
 
 FAILURES_SHOWN = 10
 SILENT_AFTER = dt.timedelta(seconds=30)  # six missed heartbeats at the default 5 s
