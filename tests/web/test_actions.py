@@ -54,7 +54,17 @@ async def test_retry_selected_dead_jobs(web_queue: Queue, open_page: Any) -> Non
         assert [await status_of(web_queue, i) for i in ids] == [
             Status.PENDING, Status.PENDING, Status.DEAD]
         assert (await web_queue.journal(ids[0]))[-1].outcome is Outcome.REDRIVEN
-        (entry,) = [e for e in logs if e["event"] == "dashboard_action"]
+
+        await page.check("#select-all")
+        await page.click("#cancel-selected")
+        await expect(page.locator("#confirm-title")).to_have_text("Cancel 1 job?")
+        await page.click("#confirm")
+        await expect(page.locator("#result-message")).to_have_text(
+            "Cancelled 1 of 1 selected jobs.")
+        await page.click("#close-dialog")
+        await expect(page.locator("#no-jobs")).to_be_visible()
+        assert await status_of(web_queue, ids[2]) is None
+        entry = next(e for e in logs if e["event"] == "dashboard_action")
         assert entry | {"principal": "token:alice", "action": "retry", "count": 2,
                         "scope": "selected", "selected": 2} == entry
         assert TOKEN not in repr(logs)

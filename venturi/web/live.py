@@ -129,7 +129,7 @@ class Hub:
         """``read()`` once per refresh however many streams ask; a stream that goes
         away while it runs does not cancel it for the others."""
         task = self._cache.get(key)
-        if task is None or (task.done() and task.exception() is not None):
+        if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
             task = asyncio.ensure_future(read())
             self._cache[key] = task
         result: T = await asyncio.shield(task)
