@@ -1,5 +1,8 @@
 """Shared fixtures: a real PostgreSQL, a fresh prefix per test, both stores.
 
+``clock``, ``store`` and ``queue`` are the shipped conformance suite's own fixtures
+(``venturi.testing``), built from ``store_factory`` below.
+
 The database comes from ``VENTURI_TEST_DSN``, else a server on 127.0.0.1:5432
 (database ``test``), else an embedded server (``venturi[embedded]``). Each test
 gets its own table prefix, migrated fresh and dropped afterwards: never a
@@ -10,7 +13,7 @@ use many connections.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
+import contextlib
 import logging
 import os
 import secrets
@@ -20,9 +23,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 import pytest
 
 from benchmarks.harness import drop_prefix
-from venturi import ManualClock, MemoryStore, Queue, embedded
-from venturi.store.base import Store
+from venturi import ManualClock, MemoryStore, embedded
 from venturi.store.postgres import PostgresStore
+from venturi.testing.fixtures import StoreFactory, clock, queue, store
+
+__all__ = ["clock", "queue", "store"]  # fixtures, re-exported for pytest to find
 
 DEFAULT_DSN = "postgresql://root@127.0.0.1:5432/test"
 
@@ -76,13 +81,6 @@ def prefix() -> str:
     return new_prefix()
 
 
-@pytest.fixture
-def clock() -> ManualClock:
-    # Whole milliseconds: PostgreSQL keeps microseconds, so both stores agree exactly.
-    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    return ManualClock(now)
-
-
 async def _migrated_store(dsn: str, prefix: str,
                           clock: ManualClock | None) -> AsyncIterator[PostgresStore]:
     store = await PostgresStore.connect(dsn, prefix=prefix, max_size=10, clock=clock)
@@ -96,29 +94,26 @@ async def _migrated_store(dsn: str, prefix: str,
 
 @pytest.fixture
 async def pg_store(pg_dsn: str, prefix: str, clock: ManualClock) -> AsyncIterator[PostgresStore]:
-    async for store in _migrated_store(pg_dsn, prefix, clock):
-        yield store
+    async for made in _migrated_store(pg_dsn, prefix, clock):
+        yield made
 
 
 @pytest.fixture
 async def pg_store_dbclock(pg_dsn: str, prefix: str) -> AsyncIterator[PostgresStore]:
     """A PostgresStore on database time (no injected clock), for worker tests."""
-    async for store in _migrated_store(pg_dsn, prefix, None):
-        yield store
+    async for made in _migrated_store(pg_dsn, prefix, None):
+        yield made
 
 
 @pytest.fixture(params=["memory", "postgres"])
-def store(request: pytest.FixtureRequest, clock: ManualClock) -> Store:
-    """The conformance fixture: every test using it runs against both stores."""
+def store_factory(request: pytest.FixtureRequest) -> StoreFactory:
+    """What the conformance fixtures (``store``, ``queue``) are built from: every test
+    taking them runs against both stores; PostgreSQL on the test's own prefix."""
     if request.param == "memory":
-        return MemoryStore(clock=clock)
-    result: Store = request.getfixturevalue("pg_store")
-    return result
-
-
-@pytest.fixture
-def queue(store: Store) -> Queue:
-    return Queue(store)
+        return lambda clock: contextlib.nullcontext(MemoryStore(clock=clock))
+    dsn: str = request.getfixturevalue("pg_dsn")
+    prefix: str = request.getfixturevalue("prefix")
+    return lambda clock: contextlib.asynccontextmanager(_migrated_store)(dsn, prefix, clock)
 
 
 async def wait_for(
