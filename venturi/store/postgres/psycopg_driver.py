@@ -30,7 +30,7 @@ from .driver import Executor, Row
 from .psycopg_errors import translate, translated
 from .psycopg_executors import PsycopgExecutor
 
-WORKER_ONLY = ("{what} needs an asyncio store: run workers on venturi.Queue.connect, "
+WORKER_ONLY = ("needs an asyncio store: run workers on venturi.Queue.connect, "
                "SyncQueue serves producers")
 
 
@@ -134,7 +134,7 @@ class PsycopgDriver:
     # --- dedicated sessions ---------------------------------------------------------------
 
     def listener(self, channels: Mapping[str, str]) -> Listener:
-        raise ConfigError(WORKER_ONLY.format(what="LISTEN"))
+        raise ConfigError(f"listening for notifications {WORKER_ONLY}")
 
     def identity_lock(self, query: Query, args: Sequence[Any]) -> IdentityLock:
-        raise ConfigError(WORKER_ONLY.format(what="the worker identity lock"))
+        raise ConfigError(f"the worker identity lock {WORKER_ONLY}")

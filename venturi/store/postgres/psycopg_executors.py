@@ -33,21 +33,23 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.pq import TransactionStatus
 
 from ...errors import DatabaseError
-from .._sql import Query, quote_ident
+from .._sql import Query
 from .adoption import CLOSED
 from .driver import Row
 from .psycopg_errors import translate, translated
 from .sqlstates import ABORTED
 
 
-def copy_sql(schema: str | None, table: str, columns: Sequence[str]) -> str:
-    qualified = quote_ident(table)
-    if schema is not None:
-        qualified = f"{quote_ident(schema)}.{qualified}"
-    return f"COPY {qualified} ({', '.join(quote_ident(c) for c in columns)}) FROM STDIN"
+def copy_sql(schema: str | None, table: str, columns: Sequence[str]) -> sql.Composed:
+    """``COPY table (columns) FROM STDIN``, identifiers quoted by psycopg."""
+    target = sql.Identifier(table) if schema is None else sql.Identifier(schema, table)
+    return sql.Composed([sql.SQL("COPY "), target, sql.SQL(" ("),
+                         sql.SQL(", ").join(sql.Identifier(c) for c in columns),
+                         sql.SQL(") FROM STDIN")])
 
 
 def check_usable(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
