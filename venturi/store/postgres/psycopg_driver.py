@@ -28,7 +28,7 @@ from .._sql import Query
 from ..base import IdentityLock, Listener
 from .driver import Executor, Row
 from .psycopg_errors import translate, translated
-from .psycopg_executors import PsycopgExecutor
+from .psycopg_executors import PsycopgExecutor, cursor
 
 WORKER_ONLY = ("needs an asyncio store: run workers on venturi.Queue.connect, "
                "SyncQueue serves producers")
@@ -81,7 +81,7 @@ class PsycopgDriver:
     @staticmethod
     def _cursor(c: psycopg.Connection[Any], query: Query,
                 args: Sequence[Any]) -> psycopg.RawCursor[Any]:
-        return psycopg.RawCursor(c).execute(query.sql, args)
+        return cursor(c, args).execute(query.sql, args)
 
     async def fetch(self, query: Query, args: Sequence[Any], *, on: Executor | None = None,
                     keep: bool = False) -> list[Row]:

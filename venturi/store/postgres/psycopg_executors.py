@@ -35,6 +35,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 from psycopg.pq import TransactionStatus
+from psycopg.types.array import ListBinaryDumper
 
 from ...errors import DatabaseError
 from .._sql import Query
@@ -42,6 +43,31 @@ from .adoption import CLOSED
 from .driver import Row
 from .psycopg_errors import translate, translated
 from .sqlstates import ABORTED
+
+
+def _binary_lists(cur: psycopg.RawCursor[Any] | psycopg.AsyncRawCursor[Any],
+                  args: Sequence[Any]) -> None:
+    """Send this statement's arrays in binary: psycopg's text dumper quotes every
+    element (a batch of 1,000 jobs spends most of its client time there). Set on
+    the cursor, so the connection (a caller's) is left as it is."""
+    for arg in args:
+        if type(arg) is list:
+            cur.adapters.register_dumper(list, ListBinaryDumper)
+            return
+
+
+def cursor(conn: psycopg.Connection[Any], args: Sequence[Any]) -> psycopg.RawCursor[Any]:
+    """A cursor for one statement with ``args``, sent as written (``$n``)."""
+    cur = psycopg.RawCursor(conn)
+    _binary_lists(cur, args)
+    return cur
+
+
+def async_cursor(conn: psycopg.AsyncConnection[Any],
+                 args: Sequence[Any]) -> psycopg.AsyncRawCursor[Any]:
+    cur = psycopg.AsyncRawCursor(conn)
+    _binary_lists(cur, args)
+    return cur
 
 
 def copy_sql(schema: str | None, table: str, columns: Sequence[str]) -> sql.Composed:
@@ -78,7 +104,7 @@ class PsycopgExecutor:
 
     def _run(self, query: Query, args: Sequence[Any]) -> psycopg.RawCursor[Any]:
         try:
-            return psycopg.RawCursor(self.conn).execute(query.sql, args)
+            return cursor(self.conn, args).execute(query.sql, args)
         except psycopg.Error as exc:
             raise translate(exc, self._prefix, self._dsn) from None
 
@@ -139,7 +165,7 @@ class AsyncPsycopgExecutor:
 
     async def _run(self, query: Query, args: Sequence[Any]) -> psycopg.AsyncRawCursor[Any]:
         try:
-            return await psycopg.AsyncRawCursor(self.conn).execute(query.sql, args)
+            return await async_cursor(self.conn, args).execute(query.sql, args)
         except psycopg.Error as exc:
             raise translate(exc, self._prefix) from None
 
