@@ -3,8 +3,8 @@
 
 SQLAlchemy's public way down is ``session.connection()`` (the connection of the
 session's current transaction; it begins one if none is open, as any statement
-through the session would) and then the pooled DBAPI connection's
-``driver_connection``. The statements then run on that driver connection, so
+through the session would), then its pooled DBAPI connection
+(``Connection.connection``) and that one's ``driver_connection``. The statements then run on that driver connection, so
 they are part of whatever the session commits or rolls back; venturi commits
 and rolls back nothing. A ``Connection`` not yet in a transaction is begun
 (SQLAlchemy's autobegin, done explicitly), so its ``commit()`` covers the job.
@@ -80,7 +80,10 @@ async def _driver_executor(target: AsyncSession | AsyncConnection, prefix: str,
             raise DatabaseError(CLOSED)
         if not conn.in_transaction():
             await conn.begin()
-        pooled = await conn.get_raw_connection()
+        # In a transaction the DBAPI connection is checked out: reading it is plain
+        # attribute access (what get_raw_connection() does, without its greenlet hop).
+        assert conn.sync_connection is not None
+        pooled = conn.sync_connection.connection
     except sa_exc.SQLAlchemyError as exc:
         raise _failed(exc) from None
     driver = pooled.driver_connection
