@@ -1,7 +1,8 @@
 """The worker supervisor: claims, runs, settles, recovers and drains."""
 
 from .config import WorkerConfig
+from .health import Health
 from .metrics import WorkerMetrics
-from .supervisor import Health, Worker
+from .supervisor import Worker
 
 __all__ = ["Health", "Worker", "WorkerConfig", "WorkerMetrics"]

@@ -26,6 +26,7 @@ from .._ids import uuid7
 from ..errors import InvalidJob, PayloadDecodeError
 from ..store.base import Action, JobRecord, Settlement
 from ..task import Context, GiveUp, Pause, Task
+from .clock import DbClock
 from .periodic import next_tick
 
 log = structlog.get_logger("venturi.worker")
@@ -125,24 +126,21 @@ def _note(text: str | None) -> str | None:
 
 
 class Executor:
-    def __init__(self, tasks: dict[str, type[Task]], state: Any, db_offset: Any,
+    def __init__(self, tasks: dict[str, type[Task]], state: Any, clock: DbClock,
                  watch: Callable[[float], None]) -> None:
         self.tasks = tasks
         self.state = state
-        self._db_offset = db_offset  # callable: seconds to add to local UTC for database time
+        self._db_clock = clock
         self._watch = watch  # tells the deadline watcher when a run starting now is due
         # Built inside the worker's event loop; anyio's clock on asyncio is the loop's.
         self._scope = _scope_class()
         self._clock = asyncio.get_running_loop().time
 
-    def _db_now(self) -> dt.datetime:
-        return dt.datetime.now(dt.UTC) + dt.timedelta(seconds=self._db_offset())
-
     def successor(self, cls: type[Task]) -> tuple[UUID, dt.datetime] | None:
         options = cls.__task__
         if not options.periodic:
             return None
-        return uuid7(), next_tick(options, self._db_now())
+        return uuid7(), next_tick(options, self._db_clock.now())
 
     def release(self, held: Held) -> Settlement:
         ok, carry = _encode(held.carry, "carry", held)

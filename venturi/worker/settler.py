@@ -86,19 +86,19 @@ class Settler:
                 try:
                     results = await worker.store.settle_many(worker.claimed_by, batch)
                 except DatabaseUnavailable:
-                    await worker.outage("settler")
+                    await worker._db.back_off("settler")
                     continue
                 except DatabaseError as exc:
                     # Refused, not unreachable: something in the batch the database cannot
                     # take. Settle one by one so the others land; see _settle_alone.
-                    worker.recovered_from_outage("settler")
+                    worker._db.recovered("settler")
                     log.error("settle_batch_refused", count=len(batch), error=classify(exc))
                     if await self._settle_alone(batch):
                         del self._buffer[: len(batch)]
                     else:  # the database went away meanwhile: what is left stays buffered
-                        await worker.outage("settler")
+                        await worker._db.back_off("settler")
                     continue
-                worker.recovered_from_outage("settler")
+                worker._db.recovered("settler")
                 del self._buffer[: len(batch)]
                 self._on_settled(batch, results)
             self._empty.set()

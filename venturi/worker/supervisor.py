@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import logging
 import math
 import os
@@ -39,15 +40,18 @@ from ..store.base import (
     LeaseRenewal,
     NewJob,
     Outcome,
+    Recovered,
     Settled,
     Settlement,
     Status,
     WorkerInfo,
 )
 from ..task import Task, registered
+from .clock import DbClock
 from .config import WorkerConfig, default_name
 from .executor import Executor, Held
 from .fairness import Fairness
+from .health import DatabaseHealth, Health
 from .http import HealthServer
 from .metrics import WorkerMetrics
 from .periodic import next_tick
@@ -60,20 +64,6 @@ LISTEN_PING_INTERVAL = 10.0
 DURATION_FIELDS = frozenset({
     "grace", "poll_interval", "heartbeat_interval", "periodic_reseed_interval",
     "retention_interval", "max_backoff", "sample_interval"})
-
-
-class Health:
-    """What ``/healthz`` and ``/readyz`` report."""
-
-    def __init__(self) -> None:
-        self.alive = False
-        self.db_ok = False
-        self.listening = False
-        self.draining = False
-
-    @property
-    def ready(self) -> bool:
-        return self.alive and self.db_ok and self.listening and not self.draining
 
 
 class Worker:
@@ -144,6 +134,9 @@ class Worker:
         self.explicit_name = self.config.name is not None
         self.name = self.config.name or default_name()
         self.health = Health()
+        self._db = DatabaseHealth(self.health, self.metrics,
+                                  self.config.max_backoff.total_seconds())
+        self._clock = DbClock()
         self.exit_code: int | None = None
 
         self._held: dict[UUID, Held] = {}
@@ -168,9 +161,6 @@ class Worker:
         self._grace_began = 0.0
         self._until_empty = False
         self._fairness = Fairness()
-        self._db_offset = 0.0
-        self._db_down_since: float | None = None
-        self._recovering = False
         self._timer_target: float | None = None
         self._timer_changed = asyncio.Event()
         self._deadline_at = math.inf  # when the deadline watcher wakes next
@@ -234,31 +224,11 @@ class Worker:
         self._stop.set()
         self._wake.set()
 
-    # --- database health (rule 15) ---------------------------------------------------
-
-    async def outage(self, service: str) -> None:
-        """A service lost the database: log once, report not ready, back off."""
-        if self._db_down_since is None:
-            self._db_down_since = time.monotonic()
-            log.warning("db_unavailable", service=service)
-            self.metrics.db_unavailable.inc()
-        self.health.db_ok = False
-        self._recovering = True
-        down = time.monotonic() - self._db_down_since
-        await anyio.sleep(min(0.1 * 2 ** min(down, 10), self.config.max_backoff.total_seconds()))
-
-    def recovered_from_outage(self, service: str) -> None:
-        if self._db_down_since is not None:
-            log.info("db_available", service=service,
-                     outage_seconds=round(time.monotonic() - self._db_down_since, 3))
-            self._db_down_since = None
-        self.health.db_ok = True
-
     async def _flushed_after_outage(self) -> None:
-        """Rule 15: buffered settlements go first after a reconnect."""
-        if self._recovering:
+        """Buffered settlements go first after a reconnect."""
+        if self._db.flush_pending:
             await self._settler.wait_empty()
-            self._recovering = False
+            self._db.flush_pending = False
 
     # --- run -----------------------------------------------------------------------------
 
@@ -275,7 +245,7 @@ class Worker:
                 state = None
                 if self._lifespan is not None:
                     state = await stack.enter_async_context(self._lifespan())
-                self._executor = Executor(self.tasks, state, lambda: self._db_offset,
+                self._executor = Executor(self.tasks, state, self._clock,
                                           self._watch_deadline)
                 if self.config.http is not None:
                     self.http = HealthServer(self, self.config.http)
@@ -320,12 +290,11 @@ class Worker:
                     lock = await stack.enter_async_context(self.store.identity_lock(self.name))
                     if not await lock.acquire():
                         raise ConfigError(f"cannot lock worker name {self.name!r}")
-                now = await self.store.db_now()
-                self._db_offset = (now - dt.datetime.now(dt.UTC)).total_seconds()
+                await self._clock.sync(self.store)
                 break
             except DatabaseUnavailable:
-                await self.outage("boot")
-        self.recovered_from_outage("boot")
+                await self._db.back_off("boot")
+        self._db.recovered("boot")
         for r in recovered:
             log.warning("job_recovered", job_id=str(r.id), kind=r.kind, run_no=r.run_no,
                         status=r.status.value, previous_owner=r.claimed_by,
@@ -411,7 +380,7 @@ class Worker:
             try:
                 # The flush-first wait only exists after an outage; its stop guard costs a
                 # task group per claim, so it is only set up then.
-                if self._recovering and not await self._unless_stopped(
+                if self._db.flush_pending and not await self._unless_stopped(
                         self._flushed_after_outage):
                     return
                 normal, low = self._fairness.split(free)
@@ -423,11 +392,11 @@ class Worker:
                 finally:
                     self._claiming = False
             except DatabaseUnavailable:
-                if not await self._unless_stopped(lambda: self.outage("claimer")):
+                if not await self._db.back_off("claimer", until=self._stop):
                     return
                 self._wake.set()
                 continue
-            self.recovered_from_outage("claimer")
+            self._db.recovered("claimer")
             self._fairness.advance(len(jobs))
             if jobs:
                 self._dispatch(jobs)
@@ -448,7 +417,7 @@ class Worker:
     def _dispatch(self, jobs: list[JobRecord]) -> None:
         """Hold the claimed jobs and hand them to the slots (per-batch bookkeeping)."""
         now = self._loop_time()
-        wall = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=self._db_offset)
+        wall = self._clock.now()
         deadlines = {k: (v, v.total_seconds() * 2 / 3) for k, v in self.leases.items()}
         claimed: dict[str, int] = {}
         held_map, put = self._held, self._inbox.put_nowait
@@ -618,14 +587,14 @@ class Worker:
                         log.info("waker_reconnected", worker=self.name)
                         self.metrics.waker_reconnects.inc()
                     connected_before = True
-                    self.recovered_from_outage("waker")
+                    self._db.recovered("waker")
                     self._timer_recompute = True
                     self._timer_changed.set()
                     self._wake.set()  # notifications may have been lost meanwhile
                     await self._listen(listener)
             except DatabaseUnavailable:
                 self.health.listening = False
-                await self.outage("waker")
+                await self._db.back_off("waker")
 
     async def _listen(self, listener: Any) -> None:
         ping = getattr(listener, "ping", None)
@@ -674,7 +643,7 @@ class Worker:
 
     def _consider(self, when: dt.datetime, *, db_time: bool) -> None:
         """Make the timer fire at ``when`` if that is earlier than its current target."""
-        local = when - dt.timedelta(seconds=self._db_offset) if db_time else when
+        local = self._clock.to_local(when) if db_time else when
         delay = (local - dt.datetime.now(dt.UTC)).total_seconds()
         target = anyio.current_time() + max(delay, 0.0)
         if self._timer_target is None or target < self._timer_target:
@@ -687,12 +656,7 @@ class Worker:
         while True:
             if self._timer_recompute:
                 self._timer_recompute = False
-                try:
-                    nxt = await self.store.next_visible_at(kinds)
-                except DatabaseUnavailable:
-                    self._timer_recompute = True
-                    await self.outage("timer")
-                    continue
+                nxt = await self._db.retry("timer", lambda: self.store.next_visible_at(kinds))
                 if nxt is not None:
                     self._consider(nxt, db_time=True)
             self._timer_changed.clear()
@@ -709,14 +673,13 @@ class Worker:
     async def _reaper(self) -> None:
         """Recover expired claims of any worker: at boot, then every half of the shortest lease."""
         period = max(self._min_lease / 2, 0.2)
+
+        async def sweep() -> list[Recovered]:
+            await self._flushed_after_outage()
+            return await self.store.recover_stale(1000)
+
         while True:
-            try:
-                await self._flushed_after_outage()
-                recovered = await self.store.recover_stale(1000)
-            except DatabaseUnavailable:
-                await self.outage("reaper")
-                continue
-            self.recovered_from_outage("reaper")
+            recovered = await self._db.retry("reaper", sweep)
             for r in recovered:
                 log.warning("job_recovered", job_id=str(r.id), kind=r.kind, run_no=r.run_no,
                             status=r.status.value, previous_owner=r.claimed_by,
@@ -760,9 +723,9 @@ class Worker:
                 kept = await self.store.extend_leases(self.claimed_by, [
                     LeaseRenewal(h.id, h.run_no, h.lease) for h in held])
             except DatabaseUnavailable:
-                await self.outage("renewer")
+                await self._db.back_off("renewer")
                 continue
-            self.recovered_from_outage("renewer")
+            self._db.recovered("renewer")
             for h in held:
                 if h.id in kept:
                     h.set_deadline(sent + h.lease.total_seconds() * 2 / 3)
@@ -774,21 +737,18 @@ class Worker:
     async def _heartbeat(self) -> None:
         started = dt.datetime.now(dt.UTC)
         interval = self.config.heartbeat_interval.total_seconds()
-        while True:
-            info = WorkerInfo(
+
+        async def beat() -> None:
+            await self.store.heartbeat(WorkerInfo(
                 name=self.name, boot_id=self.boot_id, host=socket.gethostname(), pid=os.getpid(),
                 kinds=sorted(self.tasks), concurrency=self.config.concurrency,
                 in_flight=len(self._held), started_at=started, last_seen=started,
                 draining=self._draining,
-            )
-            try:
-                await self.store.heartbeat(info)
-                now = await self.store.db_now()
-                self._db_offset = (now - dt.datetime.now(dt.UTC)).total_seconds()
-            except DatabaseUnavailable:
-                await self.outage("heartbeat")
-                continue
-            self.recovered_from_outage("heartbeat")
+            ))
+            await self._clock.sync(self.store)
+
+        while True:
+            await self._db.retry("heartbeat", beat)
             await anyio.sleep(interval)
 
     async def _poll(self) -> None:
@@ -816,49 +776,46 @@ class Worker:
         periodic = [cls for cls in self.tasks.values() if cls.__task__.periodic]
         if not periodic:
             return
+
+        async def seed() -> int:
+            now = await self.store.db_now()
+            jobs = []
+            for cls in periodic:
+                o = cls.__task__
+                jobs.append(NewJob(id=uuid7(), kind=o.kind, payload=cls().to_json(),
+                                   priority=int(o.priority), max_failures=o.max_failures,
+                                   at=next_tick(o, now), periodic=True))
+            return await self.store.seed_periodic(jobs)
+
         while True:
-            try:
-                now = await self.store.db_now()
-                jobs = []
-                for cls in periodic:
-                    o = cls.__task__
-                    jobs.append(NewJob(id=uuid7(), kind=o.kind, payload=cls().to_json(),
-                                       priority=int(o.priority), max_failures=o.max_failures,
-                                       at=next_tick(o, now), periodic=True))
-                if await self.store.seed_periodic(jobs):
-                    self._timer_recompute = True
-                    self._timer_changed.set()
-            except DatabaseUnavailable:
-                await self.outage("periodic")
-                continue
+            if await self._db.retry("periodic", seed):
+                self._timer_recompute = True
+                self._timer_changed.set()
             await anyio.sleep(self.config.periodic_reseed_interval.total_seconds())
 
     async def _retention(self) -> None:
         """Delete old finished jobs in bounded batches, one worker at a time."""
+
+        async def delete(status: str, age: dt.timedelta) -> None:
+            cutoff = await self.store.db_now() - age
+            while True:
+                n = await self.store.cleanup_exclusive(CleanupCriteria(
+                    cutoff, status=Status(status), batch_size=10_000))
+                if n:
+                    log.info("retention_deleted", status=status, count=n)
+                if n is None or n < 10_000:
+                    return
+
         while True:
             for status, age in self.config.retention.items():
-                try:
-                    cutoff = await self.store.db_now() - age
-                    while True:
-                        n = await self.store.cleanup_exclusive(CleanupCriteria(
-                            cutoff, status=Status(status), batch_size=10_000))
-                        if n:
-                            log.info("retention_deleted", status=status, count=n)
-                        if n is None or n < 10_000:
-                            break
-                except DatabaseUnavailable:
-                    await self.outage("retention")
+                await self._db.retry("retention", functools.partial(delete, status, age))
             await anyio.sleep(self.config.retention_interval.total_seconds())
 
     async def _sampler(self) -> None:
         """Queue depth and lag for /metrics, sampled on a timer so scrapes cost no queries."""
         seen: set[str] = set()
         while True:
-            try:
-                snap = await self.store.stats()
-            except DatabaseUnavailable:
-                await self.outage("sampler")
-                continue
+            snap = await self._db.retry("sampler", self.store.stats)
             kinds = set(snap.pending_by_kind) | set(snap.oldest_pending_age) | seen
             for kind in kinds:
                 self.metrics.queue_depth.labels(kind).set(snap.pending_by_kind.get(kind, 0))
@@ -876,13 +833,7 @@ class Worker:
                 if not lock.lost.is_set():
                     await lock.ping()  # a silently dead session shows up here
             log.warning("identity_lock_lost", worker=self.name)
-            while True:
-                try:
-                    got = await lock.acquire()
-                    break
-                except DatabaseUnavailable:
-                    await self.outage("identity")
-            self.recovered_from_outage("identity")
+            got = await self._db.retry("identity", lock.acquire)
             if not got:
                 log.error("identity_taken", worker=self.name,
                           note="another worker holds this name; draining")
