@@ -191,7 +191,8 @@ async def test_a_later_run_with_a_nearer_timeout_is_stopped_on_time(wqueue: Queu
     worker = venturi.Worker(wqueue, tasks=[Patient, Hasty], concurrency=2)
     runner = asyncio.create_task(worker.run(until_empty=True))
     try:
-        await wait_for(lambda: worker.held == 1 and worker._active == 1, what="patient running")
+        await wait_for(lambda: worker.held == 1 and worker._held.active == 1,
+                       what="patient running")
         hasty = await wqueue.enqueue(Hasty())
         await wait_for(lambda: "hasty" in STOPPED_AFTER, timeout=1.2,
                        what="the hasty run stopped (well before the patient one ends)")

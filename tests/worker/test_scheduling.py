@@ -15,6 +15,7 @@ import venturi
 from venturi import Queue, Status
 from venturi.store.base import ClaimRequest, JobRecord
 from venturi.store.postgres import PostgresStore
+from venturi.worker.held import HeldState
 
 from ..conftest import wait_for
 from .conftest import running
@@ -193,7 +194,7 @@ async def test_prefetch_sends_the_next_claim_while_buffered_jobs_still_wait(pgq:
         seen: list[tuple[int, int]] = []  # (rows asked for, jobs buffered at that moment)
 
         async def recording_claim(request: ClaimRequest) -> list[JobRecord]:
-            buffered = sum(h.state == "buffered" for h in worker._held.values())
+            buffered = worker._held.count(HeldState.BUFFERED)
             seen.append((request.limit, buffered))
             return await real_claim(request)
 

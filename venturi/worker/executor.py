@@ -14,7 +14,6 @@ import datetime as dt
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -24,9 +23,10 @@ import structlog
 from .. import _codec
 from .._ids import uuid7
 from ..errors import InvalidJob, PayloadDecodeError
-from ..store.base import Action, JobRecord, Settlement
+from ..store.base import Action, Settlement
 from ..task import Context, GiveUp, Pause, Task
 from .clock import DbClock
+from .held import Held, HeldState, StopReason
 from .periodic import next_tick
 
 log = structlog.get_logger("venturi.worker")
@@ -53,55 +53,6 @@ def classify(exc: BaseException) -> str:
     if cls.__module__ in (builtins.__name__, "__main__"):
         return cls.__qualname__
     return f"{cls.__module__}.{cls.__qualname__}"
-
-
-@dataclass(eq=False, slots=True)
-class Held:
-    """A claim this worker holds, from claim until its settlement commits."""
-
-    record: JobRecord
-    lease: dt.timedelta
-    deadline: float  # loop time: last successful renewal's send time + 2/3 lease
-    state: str = "buffered"  # buffered -> running -> settling
-    scope: anyio.CancelScope | None = None
-    timeout_at: float = float("inf")  # loop time when the per-task timeout fires
-    stop_reason: str | None = None  # "cancelled" | "lease-lost" | "timeout" | "release"
-    started: float = 0.0
-    carry: Any = None
-
-    @property
-    def id(self) -> UUID:
-        return self.record.id
-
-    @property
-    def run_no(self) -> int:
-        return self.record.run_count
-
-    @property
-    def kind(self) -> str:
-        return self.record.kind
-
-    def set_deadline(self, deadline: float) -> None:
-        self.deadline = deadline  # renewals only move it later: the watcher rescans
-
-    @property
-    def due(self) -> float:
-        """When this run must stop: its local lease deadline or its timeout."""
-        return self.deadline if self.deadline < self.timeout_at else self.timeout_at
-
-    def expire(self, now: float) -> bool:
-        """Stop the run if it is due; True if it was."""
-        if now < self.due:
-            return False
-        self.stop("timeout" if self.timeout_at <= self.deadline else "lease-lost")
-        return True
-
-    def stop(self, reason: str) -> None:
-        """Ask the running handler to stop; the first reason wins."""
-        if self.stop_reason is None:
-            self.stop_reason = reason
-        if self.scope is not None:
-            self.scope.cancel()
 
 
 def _encode(value: Any, what: str, held: Held) -> tuple[bool, str | None]:
@@ -145,7 +96,7 @@ class Executor:
     def release(self, held: Held) -> Settlement:
         ok, carry = _encode(held.carry, "carry", held)
         return Settlement(held.id, held.run_no, Action.RELEASE, note="drain",
-                          set_carry=ok and held.state == "running", carry=carry)
+                          set_carry=ok and held.state is HeldState.RUNNING, carry=carry)
 
     async def execute(self, held: Held) -> Settlement | None:
         """Run the handler; return what to settle, or None to settle nothing."""
@@ -194,9 +145,9 @@ class Executor:
 
         if scope.cancel_called:
             reason = held.stop_reason  # set by stop(), the only way this scope is cancelled
-            if reason == "timeout":
+            if reason is StopReason.TIMEOUT:
                 return self._fail(held, cls, task, "timeout", None)
-            if reason == "release":
+            if reason is StopReason.RELEASE:
                 return self.release(held)
             return None  # cancelled or lease lost: another owner, or no row, decides
         if error is not None:

@@ -64,7 +64,7 @@ class Settler:
                     log.error("settle_failed", job_id=str(settlement.id), run_no=settlement.run_no,
                               action=settlement.action.value, error=classify(exc),
                               note="the job is recovered when its lease expires")
-                    worker.settle_dropped(settlement)
+                    worker._held.dropped(settlement)
                     handled.add(id(settlement))
         except DatabaseUnavailable:
             self._on_settled(done, results)

@@ -23,7 +23,6 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any
-from uuid import UUID
 
 import anyio
 import structlog
@@ -49,9 +48,10 @@ from ..store.base import (
 from ..task import Task, registered
 from .clock import DbClock
 from .config import WorkerConfig, default_name
-from .executor import Executor, Held
+from .executor import Executor
 from .fairness import Fairness
 from .health import DatabaseHealth, Health
+from .held import Held, HeldJobs, HeldState, StopReason
 from .http import HealthServer
 from .metrics import WorkerMetrics
 from .periodic import next_tick
@@ -139,7 +139,8 @@ class Worker:
         self._clock = DbClock()
         self.exit_code: int | None = None
 
-        self._held: dict[UUID, Held] = {}
+        self._wake = asyncio.Event()
+        self._held = HeldJobs(self.metrics, self._wake)
         self._capacity = self.config.concurrency + self.config.prefetch
         # With prefetch, the next claim goes out while buffered jobs still wait: once a
         # prefetch window is free, a slot about to start a job yields to the claimer
@@ -150,7 +151,6 @@ class Worker:
         self._claiming = False
         self._claim_floor = max(1, self.config.prefetch)
         self._overlap = 0 < self.config.prefetch <= self.config.concurrency
-        self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         self._stopped = asyncio.Event()  # set when run() has returned
         self._force = False
@@ -167,16 +167,12 @@ class Worker:
         self._deadline_changed = asyncio.Event()
         self._timer_recompute = True
         self._ran = False
-        self._inbox: asyncio.Queue[Held] = asyncio.Queue()
-        self._active = 0  # held jobs not yet settling: buffered or running
         self._executor: Executor | None = None
         self._settler = Settler(self, self._on_settled)
         self._settled_count = 0
         self._trace = False
         self._kind_metrics = {kind: self.metrics.for_kind(kind) for kind in self.tasks}
         self.http: HealthServer | None = None
-        self._idle = asyncio.Event()
-        self._idle.set()
         self._stats = {"completed": 0, "retried": 0, "dead": 0, "paused": 0, "released": 0}
 
     # --- identity ---------------------------------------------------------------------
@@ -337,20 +333,19 @@ class Worker:
             self._grace_began = self._loop_time()
             with anyio.move_on_after(self._grace.total_seconds()) as scope:
                 self._grace_scope = scope
-                await self._idle.wait()
+                await self._held.idle.wait()
             self._grace_scope = None
-        for held in list(self._held.values()):
-            if held.state == "running":
-                held.stop("release")
+        self._held.stop_running(StopReason.RELEASE)
         with anyio.move_on_after(2):
-            await self._idle.wait()
+            await self._held.idle.wait()
         slots.cancel_scope.cancel()
 
     def _release_buffered(self) -> None:
         assert self._executor is not None
-        while not self._inbox.empty():
-            held = self._inbox.get_nowait()
-            if self._held.get(held.id) is held:
+        inbox = self._held.inbox
+        while not inbox.empty():
+            held = inbox.get_nowait()
+            if self._held.holds(held):
                 self._settle(held, self._executor.release(held))
 
     async def _final_flush(self) -> None:
@@ -371,10 +366,10 @@ class Worker:
             self._wake.clear()
             if self._stop.is_set():
                 return
-            free = self._capacity - self._active
+            free = self._capacity - self._held.active
             if free <= 0:
                 continue
-            if free < self._claim_floor and self._inbox.qsize():
+            if free < self._claim_floor and self._held.inbox.qsize():
                 continue  # the slots have buffered work: wait for a worthwhile batch
             settled_before = self._settled_count
             try:
@@ -406,7 +401,7 @@ class Worker:
                 self._timer_recompute = True
                 self._timer_changed.set()
                 quiet = settled_before == self._settled_count  # nothing committed mid-claim
-                if (self._until_empty and quiet and not jobs and not self._held
+                if (self._until_empty and quiet and not jobs and not len(self._held)
                         and not len(self._settler)):
                     log.info("queue_empty", worker=self.name)
                     self.request_drain(0)
@@ -420,7 +415,7 @@ class Worker:
         wall = self._clock.now()
         deadlines = {k: (v, v.total_seconds() * 2 / 3) for k, v in self.leases.items()}
         claimed: dict[str, int] = {}
-        held_map, put = self._held, self._inbox.put_nowait
+        held_map, put = self._held.by_id, self._held.inbox.put_nowait
         for job in jobs:
             kind = job.kind
             lease, ahead = deadlines[kind]
@@ -432,11 +427,9 @@ class Worker:
             if self._trace:
                 log.debug("job_claimed", job_id=str(job.id), kind=kind, run_no=job.run_count)
             put(held)
-        self._active += len(jobs)
-        self._idle.clear()
         for kind, n in claimed.items():
             self._kind_metrics[kind].claimed.inc(n)
-        self.metrics.in_flight.set(len(held_map))
+        self._held.activated(len(jobs))
 
     async def _unless_stopped(self, wait: Callable[[], Awaitable[None]]) -> bool:
         """Run one of the claimer's waits, cut short by a stop request: during an outage
@@ -455,76 +448,43 @@ class Worker:
     async def _slot(self) -> None:
         assert self._executor is not None
         executor = self._executor
-        inbox = self._inbox
+        held_jobs = self._held
+        inbox = held_jobs.inbox
         while True:
             held = await inbox.get()
             if (self._overlap and not self._claiming and self._wake.is_set()
-                    and self._capacity - self._active >= self._claim_floor):
+                    and self._capacity - held_jobs.active >= self._claim_floor):
                 await asyncio.sleep(0)  # let the claimer send the next claim first
-            if self._held.get(held.id) is not held:
+            if not held_jobs.holds(held):
                 continue  # cancelled or lost while buffered
             if self._draining:
                 self._settle(held, executor.release(held))
                 continue
-            held.state = "running"
+            held.state = HeldState.RUNNING
             settlement = await executor.execute(held)
             elapsed = time.monotonic() - held.started if held.started else 0.0
             self._kind_metrics[held.kind].run.observe(elapsed)
             if settlement is None:
-                self._abandon(held)
+                held_jobs.abandon(held)
             else:
                 self._settle(held, settlement)
 
     def _settle(self, held: Held, settlement: Settlement) -> None:
-        if held.state != "settling":
-            held.state = "settling"
-            self._deactivate()
+        self._held.settling(held)
         self._settler.put(settlement)
-
-    def _deactivate(self) -> None:
-        self._active -= 1
-        if self._active == 0:
-            self._idle.set()
-        self._wake.set()
-
-    def _abandon(self, held: Held) -> None:
-        """The run ended without a settlement: its claim was lost or the job cancelled."""
-        reason = held.stop_reason or "lease-lost"
-        if reason == "cancelled":
-            log.info("job_cancelled", job_id=str(held.id), kind=held.kind, run_no=held.run_no)
-        else:
-            log.warning("lease_lost", job_id=str(held.id), kind=held.kind, run_no=held.run_no)
-            self.metrics.lost.labels(held.kind).inc()
-        self._forget(held.id)
-
-    def _forget(self, id: UUID, gauge: bool = True) -> None:
-        held = self._held.pop(id, None)
-        if held is not None and held.state != "settling":
-            held.state = "settling"
-            self._deactivate()
-        if gauge:
-            self.metrics.in_flight.set(len(self._held))
-
-    def settle_dropped(self, settlement: Settlement) -> None:
-        """The database refused this settlement on its own (the settler logged it): stop
-        holding the job; its lease expires and the reaper recovers it."""
-        held = self._held.get(settlement.id)
-        if held is not None and held.run_no == settlement.run_no:
-            self.metrics.lost.labels(held.kind).inc()
-            self._forget(settlement.id)
 
     def _on_settled(self, batch: list[Settlement], results: list[Settled]) -> None:
         """One committed settle batch: plain completions take the short path (counted
         per kind once per batch); everything else is logged one by one."""
         self._settled_count += len(batch)
         completed: dict[str, int] = {}
-        held_map = self._held
+        held_map = self._held.by_id
         for settlement, result in zip(batch, results, strict=True):
             held = held_map.get(settlement.id)
             if (held is not None and result.outcome is Outcome.COMPLETED and not self._trace
-                    and held.state == "settling" and held.run_no == settlement.run_no):
+                    and held.state is HeldState.SETTLING and held.run_no == settlement.run_no):
                 completed[held.kind] = completed.get(held.kind, 0) + 1
-                del held_map[settlement.id]  # state is "settling": nothing to deactivate
+                del held_map[settlement.id]  # settling: nothing to deactivate
             else:
                 self._on_settled_one(settlement, result)
         for kind, n in completed.items():
@@ -533,7 +493,7 @@ class Worker:
         self.metrics.in_flight.set(len(held_map))
 
     def _on_settled_one(self, settlement: Settlement, result: Settled) -> None:
-        held = self._held.get(settlement.id)
+        held = self._held.by_id.get(settlement.id)
         kind = held.kind if held else "?"
         if not result.applied:
             log.warning("settle_refused", job_id=str(settlement.id), kind=kind,
@@ -572,7 +532,7 @@ class Worker:
                 self.metrics.released.labels(kind).inc()
                 log.info("job_released", job_id=str(settlement.id), kind=kind,
                          run_no=settlement.run_no)
-        self._forget(settlement.id, gauge=False)
+        self._held.forget(settlement.id, gauge=False)
 
     # --- services -------------------------------------------------------------------------
 
@@ -629,15 +589,15 @@ class Worker:
             return
         if isinstance(message, Cancel):
             for id in message.ids:
-                held = self._held.get(id)
-                if held is None or held.state == "settling":
+                held = self._held.by_id.get(id)
+                if held is None or held.state is HeldState.SETTLING:
                     continue
-                if held.state == "buffered":
+                if held.state is HeldState.BUFFERED:
                     log.info("job_cancelled", job_id=str(held.id), kind=held.kind,
                              run_no=held.run_no)
-                    self._forget(held.id)
+                    self._held.forget(held.id)
                 else:
-                    held.stop("cancelled")
+                    held.stop(StopReason.CANCELLED)
         elif isinstance(message, Drain) and message.worker in (None, self.name):
             self.request_drain(message.grace)
 
@@ -703,8 +663,9 @@ class Worker:
             self._deadline_changed.clear()
             now = clock()
             due = math.inf
-            for held in list(self._held.values()):
-                if held.state == "running" and held.scope is not None and not held.expire(now):
+            for held in list(self._held.by_id.values()):
+                if (held.state is HeldState.RUNNING and held.scope is not None
+                        and not held.expire(now)):
                     due = min(due, held.due)
             self._deadline_at = due
             with anyio.move_on_after(due - now if due < math.inf else math.inf):
@@ -713,9 +674,9 @@ class Worker:
     async def _renewer(self) -> None:
         """Rule 8: renew every held lease about every third of it, in one statement."""
         while True:
-            leases = [h.lease.total_seconds() for h in self._held.values()]
+            leases = [h.lease.total_seconds() for h in self._held.by_id.values()]
             await anyio.sleep(max(min(leases, default=self._min_lease) / 3, 0.05))
-            held = [h for h in self._held.values()]
+            held = list(self._held.by_id.values())
             if not held:
                 continue
             sent = anyio.current_time()
@@ -729,10 +690,10 @@ class Worker:
             for h in held:
                 if h.id in kept:
                     h.set_deadline(sent + h.lease.total_seconds() * 2 / 3)
-                elif self._held.get(h.id) is h and h.state != "settling":
-                    h.stop("lease-lost")
-                    if h.state == "buffered":
-                        self._abandon(h)
+                elif self._held.holds(h) and h.state is not HeldState.SETTLING:
+                    h.stop(StopReason.LEASE_LOST)
+                    if h.state is HeldState.BUFFERED:
+                        self._held.abandon(h)
 
     async def _heartbeat(self) -> None:
         started = dt.datetime.now(dt.UTC)
@@ -855,8 +816,6 @@ class Worker:
                 if self._flush_scope is not None:
                     self._flush_scope.deadline = min(self._flush_scope.deadline,
                                                      anyio.current_time() + 1.0)
-                for held in list(self._held.values()):
-                    if held.state == "running":
-                        held.stop("release")
+                self._held.stop_running(StopReason.RELEASE)
                 return
 
