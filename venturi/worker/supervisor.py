@@ -16,7 +16,6 @@ import functools
 import logging
 import math
 import os
-import secrets
 import signal
 import socket
 import time
@@ -38,22 +37,22 @@ from ..store.base import (
     JobRecord,
     LeaseRenewal,
     NewJob,
-    Outcome,
     Recovered,
-    Settled,
     Settlement,
     Status,
     WorkerInfo,
 )
 from ..task import Task, registered
 from .clock import DbClock
-from .config import WorkerConfig, default_name
+from .config import WorkerConfig
 from .executor import Executor
 from .fairness import Fairness
 from .health import DatabaseHealth, Health
 from .held import Held, HeldJobs, HeldState, StopReason
 from .http import HealthServer
+from .identity import Identity
 from .metrics import WorkerMetrics
+from .outcomes import Outcomes, Progress
 from .periodic import next_tick
 from .settler import Settler
 
@@ -130,9 +129,7 @@ class Worker:
         self.leases = {k: cls.__task__.lease for k, cls in by_kind.items()}
         self._min_lease = min(self.leases.values()).total_seconds()
 
-        self.boot_id = secrets.token_hex(6)
-        self.explicit_name = self.config.name is not None
-        self.name = self.config.name or default_name()
+        self.identity = Identity(self.config.name)
         self.health = Health()
         self._db = DatabaseHealth(self.health, self.metrics,
                                   self.config.max_backoff.total_seconds())
@@ -168,18 +165,32 @@ class Worker:
         self._timer_recompute = True
         self._ran = False
         self._executor: Executor | None = None
-        self._settler = Settler(self, self._on_settled)
-        self._settled_count = 0
         self._trace = False
         self._kind_metrics = {kind: self.metrics.for_kind(kind) for kind in self.tasks}
+        self._outcomes = Outcomes(self._held, self.metrics, self._kind_metrics,
+                                  lambda when: self._consider(when, db_time=False))
+        self._settler = Settler(self.store, self.identity, self._db, self._outcomes.record,
+                                self._held.dropped, self._wake)
         self.http: HealthServer | None = None
-        self._stats = {"completed": 0, "retried": 0, "dead": 0, "paused": 0, "released": 0}
 
     # --- identity ---------------------------------------------------------------------
 
     @property
+    def name(self) -> str:
+        return self.identity.name
+
+    @property
+    def boot_id(self) -> str:
+        return self.identity.boot_id
+
+    @property
     def claimed_by(self) -> str:
-        return f"{self.name}/{self.boot_id}"
+        return self.identity.claimed_by
+
+    @property
+    def progress(self) -> Progress:
+        """Runs settled so far, by outcome, and the claims held now (read-only)."""
+        return self._outcomes.progress()
 
     @property
     def draining(self) -> bool:
@@ -220,12 +231,6 @@ class Worker:
         self._stop.set()
         self._wake.set()
 
-    async def _flushed_after_outage(self) -> None:
-        """Buffered settlements go first after a reconnect."""
-        if self._db.flush_pending:
-            await self._settler.wait_empty()
-            self._db.flush_pending = False
-
     # --- run -----------------------------------------------------------------------------
 
     async def run(self, *, until_empty: bool = False) -> None:
@@ -235,6 +240,7 @@ class Worker:
         self._until_empty = until_empty
         # Per-job events are DEBUG; decide once, so the hot path skips building them.
         self._trace = bool(getattr(log, "is_enabled_for", lambda _l: True)(logging.DEBUG))
+        self._outcomes.trace = self._trace
         stopped = self._stopped
         try:
             async with AsyncExitStack() as stack:
@@ -259,8 +265,10 @@ class Worker:
             self.health.alive = False
             stopped.set()
             if started:
+                p = self.progress
                 log.info("worker_stopped", worker=self.name, exit_code=self.exit_code,
-                         **self._stats)
+                         completed=p.completed, retried=p.retried, dead=p.dead,
+                         paused=p.paused, released=p.released)
 
     async def _boot(self, stack: AsyncExitStack) -> IdentityLock:
         """Rule 9: take the name's lock, then recover our earlier boot's claims."""
@@ -272,7 +280,7 @@ class Worker:
                 recovered = []
                 if await lock.acquire():
                     recovered = await self.store.recover_boot(self.name, self.claimed_by)
-                elif self.explicit_name:
+                elif self.identity.explicit:
                     raise ConfigError(
                         f"worker name {self.name!r} is held by a live worker: "
                         "choose another --name or stop that worker first"
@@ -282,7 +290,7 @@ class Worker:
                     # e.g. two containers sharing a hostname): run under a unique name and
                     # recover nothing, since the claims under the shared name may be live.
                     log.warning("worker_name_taken", worker=self.name)
-                    self.name = f"{self.name}-{self.boot_id}"
+                    self.identity.rename_unique()
                     lock = await stack.enter_async_context(self.store.identity_lock(self.name))
                     if not await lock.acquire():
                         raise ConfigError(f"cannot lock worker name {self.name!r}")
@@ -371,12 +379,12 @@ class Worker:
                 continue
             if free < self._claim_floor and self._held.inbox.qsize():
                 continue  # the slots have buffered work: wait for a worthwhile batch
-            settled_before = self._settled_count
+            settled_before = self._settler.written
             try:
                 # The flush-first wait only exists after an outage; its stop guard costs a
                 # task group per claim, so it is only set up then.
                 if self._db.flush_pending and not await self._unless_stopped(
-                        self._flushed_after_outage):
+                        self._settler.flushed_after_outage):
                     return
                 normal, low = self._fairness.split(free)
                 self._claiming = True
@@ -400,7 +408,7 @@ class Worker:
             else:
                 self._timer_recompute = True
                 self._timer_changed.set()
-                quiet = settled_before == self._settled_count  # nothing committed mid-claim
+                quiet = settled_before == self._settler.written  # nothing committed mid-claim
                 if (self._until_empty and quiet and not jobs and not len(self._held)
                         and not len(self._settler)):
                     log.info("queue_empty", worker=self.name)
@@ -472,67 +480,6 @@ class Worker:
     def _settle(self, held: Held, settlement: Settlement) -> None:
         self._held.settling(held)
         self._settler.put(settlement)
-
-    def _on_settled(self, batch: list[Settlement], results: list[Settled]) -> None:
-        """One committed settle batch: plain completions take the short path (counted
-        per kind once per batch); everything else is logged one by one."""
-        self._settled_count += len(batch)
-        completed: dict[str, int] = {}
-        held_map = self._held.by_id
-        for settlement, result in zip(batch, results, strict=True):
-            held = held_map.get(settlement.id)
-            if (held is not None and result.outcome is Outcome.COMPLETED and not self._trace
-                    and held.state is HeldState.SETTLING and held.run_no == settlement.run_no):
-                completed[held.kind] = completed.get(held.kind, 0) + 1
-                del held_map[settlement.id]  # settling: nothing to deactivate
-            else:
-                self._on_settled_one(settlement, result)
-        for kind, n in completed.items():
-            self._kind_metrics[kind].completed.inc(n)
-        self._stats["completed"] += sum(completed.values())
-        self.metrics.in_flight.set(len(held_map))
-
-    def _on_settled_one(self, settlement: Settlement, result: Settled) -> None:
-        held = self._held.by_id.get(settlement.id)
-        kind = held.kind if held else "?"
-        if not result.applied:
-            log.warning("settle_refused", job_id=str(settlement.id), kind=kind,
-                        run_no=settlement.run_no, action=settlement.action.value,
-                        reason="claim no longer held at this epoch")
-            self.metrics.lost.labels(kind).inc()
-        else:
-            outcome = result.outcome
-            if outcome is Outcome.COMPLETED:
-                self._stats["completed"] += 1
-                if held is not None:
-                    self._kind_metrics[kind].completed.inc()
-                if self._trace:
-                    log.debug("job_completed", job_id=str(settlement.id), kind=kind,
-                              run_no=settlement.run_no)
-            elif outcome is Outcome.RETRIED:
-                self._stats["retried"] += 1
-                self.metrics.retried.labels(kind).inc()
-                self._consider(dt.datetime.now(dt.UTC) + settlement.delay, db_time=False)
-                log.info("job_retried", job_id=str(settlement.id), kind=kind,
-                         run_no=settlement.run_no, note=settlement.note,
-                         retry_in=settlement.delay.total_seconds())
-            elif outcome is Outcome.DEAD:
-                self._stats["dead"] += 1
-                self.metrics.dead.labels(kind).inc()
-                log.warning("job_dead", job_id=str(settlement.id), kind=kind,
-                            run_no=settlement.run_no, note=settlement.note)
-            elif outcome is Outcome.PAUSED:
-                self._stats["paused"] += 1
-                self.metrics.paused.labels(kind).inc()
-                self._consider(dt.datetime.now(dt.UTC) + settlement.delay, db_time=False)
-                log.debug("job_paused", job_id=str(settlement.id), kind=kind,
-                          run_no=settlement.run_no, resume_in=settlement.delay.total_seconds())
-            elif outcome is Outcome.RELEASED:
-                self._stats["released"] += 1
-                self.metrics.released.labels(kind).inc()
-                log.info("job_released", job_id=str(settlement.id), kind=kind,
-                         run_no=settlement.run_no)
-        self._held.forget(settlement.id, gauge=False)
 
     # --- services -------------------------------------------------------------------------
 
@@ -635,7 +582,7 @@ class Worker:
         period = max(self._min_lease / 2, 0.2)
 
         async def sweep() -> list[Recovered]:
-            await self._flushed_after_outage()
+            await self._settler.flushed_after_outage()
             return await self.store.recover_stale(1000)
 
         while True:
