@@ -28,7 +28,6 @@ import structlog
 
 from .._ids import uuid7
 from ..errors import ConfigError, DatabaseUnavailable, UnknownKind
-from ..notices import Cancel, Drain, InvalidNotice, parse_control, parse_job_notice
 from ..queue import Queue
 from ..store.base import (
     ClaimRequest,
@@ -45,6 +44,7 @@ from ..store.base import (
 from ..task import Task, registered
 from .clock import DbClock
 from .config import WorkerConfig
+from .control import Control
 from .executor import Executor
 from .fairness import Fairness
 from .health import DatabaseHealth, Health
@@ -55,11 +55,11 @@ from .metrics import WorkerMetrics
 from .outcomes import Outcomes, Progress
 from .periodic import next_tick
 from .settler import Settler
+from .waker import Poller, VisibilityTimer, Waker
 
 log = structlog.get_logger("venturi.worker")
 
 Lifespan = Callable[[], AbstractAsyncContextManager[Any]]
-LISTEN_PING_INTERVAL = 10.0
 DURATION_FIELDS = frozenset({
     "grace", "poll_interval", "heartbeat_interval", "periodic_reseed_interval",
     "retention_interval", "max_backoff", "sample_interval"})
@@ -136,8 +136,8 @@ class Worker:
         self._clock = DbClock()
         self.exit_code: int | None = None
 
-        self._wake = asyncio.Event()
-        self._held = HeldJobs(self.metrics, self._wake)
+        self._claim_wanted = asyncio.Event()  # the claimer should look for work
+        self._held = HeldJobs(self.metrics, self._claim_wanted)
         self._capacity = self.config.concurrency + self.config.prefetch
         # With prefetch, the next claim goes out while buffered jobs still wait: once a
         # prefetch window is free, a slot about to start a job yields to the claimer
@@ -158,19 +158,19 @@ class Worker:
         self._grace_began = 0.0
         self._until_empty = False
         self._fairness = Fairness()
-        self._timer_target: float | None = None
-        self._timer_changed = asyncio.Event()
         self._deadline_at = math.inf  # when the deadline watcher wakes next
         self._deadline_changed = asyncio.Event()
-        self._timer_recompute = True
         self._ran = False
         self._executor: Executor | None = None
         self._trace = False
         self._kind_metrics = {kind: self.metrics.for_kind(kind) for kind in self.tasks}
+        self._timer = VisibilityTimer(self.store, list(self.tasks), self._clock, self._db,
+                                      self._claim_wanted)
+        self._control = Control(self._held, self.identity, self.request_drain)
         self._outcomes = Outcomes(self._held, self.metrics, self._kind_metrics,
-                                  lambda when: self._consider(when, db_time=False))
+                                  self._timer.wake_at)
         self._settler = Settler(self.store, self.identity, self._db, self._outcomes.record,
-                                self._held.dropped, self._wake)
+                                self._held.dropped, self._claim_wanted)
         self.http: HealthServer | None = None
 
     # --- identity ---------------------------------------------------------------------
@@ -208,7 +208,7 @@ class Worker:
     # --- public control ---------------------------------------------------------------
 
     def wake(self) -> None:
-        self._wake.set()
+        self._claim_wanted.set()
 
     async def drain(self, grace: dt.timedelta | float | None = None) -> None:
         """Stop claiming, let running jobs finish within ``grace``, release the
@@ -229,7 +229,7 @@ class Worker:
         self._draining = True
         self.health.draining = True
         self._stop.set()
-        self._wake.set()
+        self._claim_wanted.set()
 
     # --- run -----------------------------------------------------------------------------
 
@@ -311,12 +311,15 @@ class Worker:
                 for _ in range(self.config.concurrency):
                     slots.start_soon(self._slot)
                 services.start_soon(self._settler.run)
-                services.start_soon(self._waker)
-                services.start_soon(self._timer)
+                services.start_soon(Waker(
+                    self.store, list(self.tasks), self.identity, self.health, self._db,
+                    self.metrics, self._timer, self._claim_wanted, self._control.handle).run)
+                services.start_soon(self._timer.run)
                 services.start_soon(self._reaper)
                 services.start_soon(self._renewer)
                 services.start_soon(self._heartbeat)
-                services.start_soon(self._poll)
+                services.start_soon(Poller(self.config.poll_interval.total_seconds(),
+                                           self.health, self._claim_wanted).run)
                 services.start_soon(self._stall_monitor)
                 services.start_soon(self._deadline_watcher)
                 services.start_soon(self._periodic)
@@ -370,8 +373,8 @@ class Worker:
 
     async def _claimer(self) -> None:
         while not self._stop.is_set():
-            await self._wake.wait()
-            self._wake.clear()
+            await self._claim_wanted.wait()
+            self._claim_wanted.clear()
             if self._stop.is_set():
                 return
             free = self._capacity - self._held.active
@@ -397,17 +400,16 @@ class Worker:
             except DatabaseUnavailable:
                 if not await self._db.back_off("claimer", until=self._stop):
                     return
-                self._wake.set()
+                self._claim_wanted.set()
                 continue
             self._db.recovered("claimer")
             self._fairness.advance(len(jobs))
             if jobs:
                 self._dispatch(jobs)
             if len(jobs) == free:
-                self._wake.set()  # there is probably more: claim again as slots free up
+                self._claim_wanted.set()  # there is probably more: claim again as slots free up
             else:
-                self._timer_recompute = True
-                self._timer_changed.set()
+                self._timer.recompute()
                 quiet = settled_before == self._settler.written  # nothing committed mid-claim
                 if (self._until_empty and quiet and not jobs and not len(self._held)
                         and not len(self._settler)):
@@ -415,7 +417,7 @@ class Worker:
                     self.request_drain(0)
                     return
                 if self._until_empty and not quiet:
-                    self._wake.set()
+                    self._claim_wanted.set()
 
     def _dispatch(self, jobs: list[JobRecord]) -> None:
         """Hold the claimed jobs and hand them to the slots (per-batch bookkeeping)."""
@@ -460,7 +462,7 @@ class Worker:
         inbox = held_jobs.inbox
         while True:
             held = await inbox.get()
-            if (self._overlap and not self._claiming and self._wake.is_set()
+            if (self._overlap and not self._claiming and self._claim_wanted.is_set()
                     and self._capacity - held_jobs.active >= self._claim_floor):
                 await asyncio.sleep(0)  # let the claimer send the next claim first
             if not held_jobs.holds(held):
@@ -483,100 +485,6 @@ class Worker:
 
     # --- services -------------------------------------------------------------------------
 
-    async def _waker(self) -> None:
-        """LISTEN for new work and control messages; reconnect with backoff (rule 11)."""
-        connected_before = False
-        while True:
-            try:
-                async with self.store.listen() as listener:
-                    self.health.listening = True
-                    if connected_before:
-                        log.info("waker_reconnected", worker=self.name)
-                        self.metrics.waker_reconnects.inc()
-                    connected_before = True
-                    self._db.recovered("waker")
-                    self._timer_recompute = True
-                    self._timer_changed.set()
-                    self._wake.set()  # notifications may have been lost meanwhile
-                    await self._listen(listener)
-            except DatabaseUnavailable:
-                self.health.listening = False
-                await self._db.back_off("waker")
-
-    async def _listen(self, listener: Any) -> None:
-        ping = getattr(listener, "ping", None)
-        while True:
-            with anyio.move_on_after(LISTEN_PING_INTERVAL) as idle:
-                channel, payload = await listener.receive()
-            if idle.cancelled_caught:
-                if ping is not None:
-                    await ping()  # a silently dead socket shows up here
-                continue
-            if channel == "jobs":
-                self._on_job_notice(payload)
-            elif channel == "control":
-                self._on_control(payload)
-
-    def _on_job_notice(self, payload: str) -> None:
-        notice = parse_job_notice(payload)
-        if notice.kind not in self.tasks:
-            return
-        if notice.due is None:
-            self._wake.set()
-            return
-        self._consider(notice.due, db_time=True)
-
-    def _on_control(self, payload: str) -> None:
-        # Anyone who can reach the database can send these: a malformed message is
-        # logged and dropped, never allowed to stop the worker.
-        try:
-            message = parse_control(payload)
-        except InvalidNotice:
-            log.warning("control_message_invalid")
-            return
-        if isinstance(message, Cancel):
-            for id in message.ids:
-                held = self._held.by_id.get(id)
-                if held is None or held.state is HeldState.SETTLING:
-                    continue
-                if held.state is HeldState.BUFFERED:
-                    log.info("job_cancelled", job_id=str(held.id), kind=held.kind,
-                             run_no=held.run_no)
-                    self._held.forget(held.id)
-                else:
-                    held.stop(StopReason.CANCELLED)
-        elif isinstance(message, Drain) and message.worker in (None, self.name):
-            self.request_drain(message.grace)
-
-    def _consider(self, when: dt.datetime, *, db_time: bool) -> None:
-        """Make the timer fire at ``when`` if that is earlier than its current target."""
-        local = self._clock.to_local(when) if db_time else when
-        delay = (local - dt.datetime.now(dt.UTC)).total_seconds()
-        target = anyio.current_time() + max(delay, 0.0)
-        if self._timer_target is None or target < self._timer_target:
-            self._timer_target = target
-            self._timer_changed.set()
-
-    async def _timer(self) -> None:
-        """Wake the claimer exactly when the next delayed job becomes visible."""
-        kinds = list(self.tasks)
-        while True:
-            if self._timer_recompute:
-                self._timer_recompute = False
-                nxt = await self._db.retry("timer", lambda: self.store.next_visible_at(kinds))
-                if nxt is not None:
-                    self._consider(nxt, db_time=True)
-            self._timer_changed.clear()
-            timeout = None
-            if self._timer_target is not None:
-                timeout = max(self._timer_target - anyio.current_time(), 0.0)
-            with anyio.move_on_after(timeout):
-                await self._timer_changed.wait()
-            if self._timer_target is not None and anyio.current_time() >= self._timer_target:
-                self._timer_target = None
-                self._timer_recompute = True
-                self._wake.set()
-
     async def _reaper(self) -> None:
         """Recover expired claims of any worker: at boot, then every half of the shortest lease."""
         period = max(self._min_lease / 2, 0.2)
@@ -592,7 +500,7 @@ class Worker:
                             status=r.status.value, previous_owner=r.claimed_by,
                             reason="lease-expired")
             if recovered:
-                self._wake.set()
+                self._claim_wanted.set()
                 if len(recovered) == 1000:
                     continue
             await anyio.sleep(period)
@@ -659,15 +567,6 @@ class Worker:
             await self._db.retry("heartbeat", beat)
             await anyio.sleep(interval)
 
-    async def _poll(self) -> None:
-        """The bounded fallback: a NOTIFY is only a hint and can be lost."""
-        while True:
-            interval = self.config.poll_interval.total_seconds()
-            if not self.health.listening:
-                interval = min(interval, 1.0)
-            await anyio.sleep(interval)
-            self._wake.set()
-
     async def _stall_monitor(self) -> None:
         threshold = self._min_lease / 3
         tick = min(0.25, threshold / 2)
@@ -697,8 +596,7 @@ class Worker:
 
         while True:
             if await self._db.retry("periodic", seed):
-                self._timer_recompute = True
-                self._timer_changed.set()
+                self._timer.recompute()
             await anyio.sleep(self.config.periodic_reseed_interval.total_seconds())
 
     async def _retention(self) -> None:
@@ -736,7 +634,7 @@ class Worker:
         """Rule 9: re-take the name's lock after a reconnect; drain if someone else has it."""
         while True:
             while not lock.lost.is_set():
-                with anyio.move_on_after(LISTEN_PING_INTERVAL):
+                with anyio.move_on_after(10.0):
                     await lock.lost.wait()
                 if not lock.lost.is_set():
                     await lock.ping()  # a silently dead session shows up here
