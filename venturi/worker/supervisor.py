@@ -36,7 +36,6 @@ from ..store.base import (
     JobRecord,
     LeaseRenewal,
     NewJob,
-    Recovered,
     Settlement,
     Status,
     WorkerInfo,
@@ -50,10 +49,11 @@ from .fairness import Fairness
 from .health import DatabaseHealth, Health
 from .held import Held, HeldJobs, HeldState, StopReason
 from .http import HealthServer
-from .identity import Identity
+from .identity import Identity, IdentityGuard, NameLock
 from .metrics import WorkerMetrics
 from .outcomes import Outcomes, Progress
 from .periodic import next_tick
+from .recovery import Reaper, recover_earlier_boots
 from .settler import Settler
 from .waker import Poller, VisibilityTimer, Waker
 
@@ -271,39 +271,18 @@ class Worker:
                          paused=p.paused, released=p.released)
 
     async def _boot(self, stack: AsyncExitStack) -> IdentityLock:
-        """Rule 9: take the name's lock, then recover our earlier boot's claims."""
-        # One lock object across retries: acquire() first closes its previous session, so a
-        # transient failure after the lock was taken cannot leave us locked out by ourselves.
-        lock = await stack.enter_async_context(self.store.identity_lock(self.name))
-        while True:
-            try:
-                recovered = []
-                if await lock.acquire():
-                    recovered = await self.store.recover_boot(self.name, self.claimed_by)
-                elif self.identity.explicit:
-                    raise ConfigError(
-                        f"worker name {self.name!r} is held by a live worker: "
-                        "choose another --name or stop that worker first"
-                    )
-                else:
-                    # Another live process has our default name (same hostname and pid,
-                    # e.g. two containers sharing a hostname): run under a unique name and
-                    # recover nothing, since the claims under the shared name may be live.
-                    log.warning("worker_name_taken", worker=self.name)
-                    self.identity.rename_unique()
-                    lock = await stack.enter_async_context(self.store.identity_lock(self.name))
-                    if not await lock.acquire():
-                        raise ConfigError(f"cannot lock worker name {self.name!r}")
-                await self._clock.sync(self.store)
-                break
-            except DatabaseUnavailable:
-                await self._db.back_off("boot")
-        self._db.recovered("boot")
-        for r in recovered:
-            log.warning("job_recovered", job_id=str(r.id), kind=r.kind, run_no=r.run_no,
-                        status=r.status.value, previous_owner=r.claimed_by,
-                        reason="worker-restarted")
-        return lock
+        """Take the name's lock, then recover the claims of the name's earlier boots
+        (docs/concepts/leases.md, "Restarts: boot recovery")."""
+        name = NameLock(self.store, self.identity, stack)
+
+        async def boot() -> None:
+            if await name.take():
+                await recover_earlier_boots(self.store, self.identity)
+            await self._clock.sync(self.store)
+
+        await self._db.retry("boot", boot)
+        assert name.lock is not None
+        return name.lock
 
     async def _supervise(self, lock: IdentityLock) -> None:
         async with anyio.create_task_group() as services:
@@ -315,7 +294,9 @@ class Worker:
                     self.store, list(self.tasks), self.identity, self.health, self._db,
                     self.metrics, self._timer, self._claim_wanted, self._control.handle).run)
                 services.start_soon(self._timer.run)
-                services.start_soon(self._reaper)
+                services.start_soon(Reaper(self.store, self._db,
+                                           self._settler.flushed_after_outage,
+                                           self._claim_wanted, self._min_lease).run)
                 services.start_soon(self._renewer)
                 services.start_soon(self._heartbeat)
                 services.start_soon(Poller(self.config.poll_interval.total_seconds(),
@@ -323,7 +304,8 @@ class Worker:
                 services.start_soon(self._stall_monitor)
                 services.start_soon(self._deadline_watcher)
                 services.start_soon(self._periodic)
-                services.start_soon(self._guard_identity, lock)
+                services.start_soon(IdentityGuard(lock, self.identity, self._db,
+                                                  self.request_drain).run)
                 if self.config.retention:
                     services.start_soon(self._retention)
                 if self.config.handle_signals:
@@ -485,26 +467,6 @@ class Worker:
 
     # --- services -------------------------------------------------------------------------
 
-    async def _reaper(self) -> None:
-        """Recover expired claims of any worker: at boot, then every half of the shortest lease."""
-        period = max(self._min_lease / 2, 0.2)
-
-        async def sweep() -> list[Recovered]:
-            await self._settler.flushed_after_outage()
-            return await self.store.recover_stale(1000)
-
-        while True:
-            recovered = await self._db.retry("reaper", sweep)
-            for r in recovered:
-                log.warning("job_recovered", job_id=str(r.id), kind=r.kind, run_no=r.run_no,
-                            status=r.status.value, previous_owner=r.claimed_by,
-                            reason="lease-expired")
-            if recovered:
-                self._claim_wanted.set()
-                if len(recovered) == 1000:
-                    continue
-            await anyio.sleep(period)
-
     def _watch_deadline(self, due: float) -> None:
         if due < self._deadline_at:
             self._deadline_at = due
@@ -629,22 +591,6 @@ class Worker:
                 self.metrics.oldest_runnable.labels(kind).set(age.total_seconds() if age else 0)
             seen = kinds
             await anyio.sleep(self.config.sample_interval.total_seconds())
-
-    async def _guard_identity(self, lock: IdentityLock) -> None:
-        """Rule 9: re-take the name's lock after a reconnect; drain if someone else has it."""
-        while True:
-            while not lock.lost.is_set():
-                with anyio.move_on_after(10.0):
-                    await lock.lost.wait()
-                if not lock.lost.is_set():
-                    await lock.ping()  # a silently dead session shows up here
-            log.warning("identity_lock_lost", worker=self.name)
-            got = await self._db.retry("identity", lock.acquire)
-            if not got:
-                log.error("identity_taken", worker=self.name,
-                          note="another worker holds this name; draining")
-                self.request_drain()
-                return
 
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
