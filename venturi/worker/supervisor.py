@@ -14,7 +14,6 @@ import contextlib
 import datetime as dt
 import functools
 import logging
-import math
 import os
 import signal
 import socket
@@ -34,7 +33,6 @@ from ..store.base import (
     CleanupCriteria,
     IdentityLock,
     JobRecord,
-    LeaseRenewal,
     NewJob,
     Settlement,
     Status,
@@ -44,6 +42,7 @@ from ..task import Task, registered
 from .clock import DbClock
 from .config import WorkerConfig
 from .control import Control
+from .deadlines import DeadlineWatcher, StallMonitor
 from .executor import Executor
 from .fairness import Fairness
 from .health import DatabaseHealth, Health
@@ -54,6 +53,7 @@ from .metrics import WorkerMetrics
 from .outcomes import Outcomes, Progress
 from .periodic import next_tick
 from .recovery import Reaper, recover_earlier_boots
+from .renewer import Renewer
 from .settler import Settler
 from .waker import Poller, VisibilityTimer, Waker
 
@@ -158,8 +158,7 @@ class Worker:
         self._grace_began = 0.0
         self._until_empty = False
         self._fairness = Fairness()
-        self._deadline_at = math.inf  # when the deadline watcher wakes next
-        self._deadline_changed = asyncio.Event()
+        self._deadlines = DeadlineWatcher(self._held)
         self._ran = False
         self._executor: Executor | None = None
         self._trace = False
@@ -248,7 +247,7 @@ class Worker:
                 if self._lifespan is not None:
                     state = await stack.enter_async_context(self._lifespan())
                 self._executor = Executor(self.tasks, state, self._clock,
-                                          self._watch_deadline)
+                                          self._deadlines.watch)
                 if self.config.http is not None:
                     self.http = HealthServer(self, self.config.http)
                     await self.http.start()
@@ -297,12 +296,13 @@ class Worker:
                 services.start_soon(Reaper(self.store, self._db,
                                            self._settler.flushed_after_outage,
                                            self._claim_wanted, self._min_lease).run)
-                services.start_soon(self._renewer)
+                services.start_soon(Renewer(self.store, self.identity, self._held, self._db,
+                                            self._min_lease).run)
                 services.start_soon(self._heartbeat)
                 services.start_soon(Poller(self.config.poll_interval.total_seconds(),
                                            self.health, self._claim_wanted).run)
-                services.start_soon(self._stall_monitor)
-                services.start_soon(self._deadline_watcher)
+                services.start_soon(StallMonitor(self._min_lease).run)
+                services.start_soon(self._deadlines.run)
                 services.start_soon(self._periodic)
                 services.start_soon(IdentityGuard(lock, self.identity, self._db,
                                                   self.request_drain).run)
@@ -467,51 +467,6 @@ class Worker:
 
     # --- services -------------------------------------------------------------------------
 
-    def _watch_deadline(self, due: float) -> None:
-        if due < self._deadline_at:
-            self._deadline_at = due
-            self._deadline_changed.set()
-
-    async def _deadline_watcher(self) -> None:
-        """Stops runs at their local lease deadline or their task's timeout: one
-        timer for the earliest due run, instead of a timer armed per run."""
-        clock = asyncio.get_running_loop().time
-        while True:
-            self._deadline_changed.clear()
-            now = clock()
-            due = math.inf
-            for held in list(self._held.by_id.values()):
-                if (held.state is HeldState.RUNNING and held.scope is not None
-                        and not held.expire(now)):
-                    due = min(due, held.due)
-            self._deadline_at = due
-            with anyio.move_on_after(due - now if due < math.inf else math.inf):
-                await self._deadline_changed.wait()
-
-    async def _renewer(self) -> None:
-        """Rule 8: renew every held lease about every third of it, in one statement."""
-        while True:
-            leases = [h.lease.total_seconds() for h in self._held.by_id.values()]
-            await anyio.sleep(max(min(leases, default=self._min_lease) / 3, 0.05))
-            held = list(self._held.by_id.values())
-            if not held:
-                continue
-            sent = anyio.current_time()
-            try:
-                kept = await self.store.extend_leases(self.claimed_by, [
-                    LeaseRenewal(h.id, h.run_no, h.lease) for h in held])
-            except DatabaseUnavailable:
-                await self._db.back_off("renewer")
-                continue
-            self._db.recovered("renewer")
-            for h in held:
-                if h.id in kept:
-                    h.set_deadline(sent + h.lease.total_seconds() * 2 / 3)
-                elif self._held.holds(h) and h.state is not HeldState.SETTLING:
-                    h.stop(StopReason.LEASE_LOST)
-                    if h.state is HeldState.BUFFERED:
-                        self._held.abandon(h)
-
     async def _heartbeat(self) -> None:
         started = dt.datetime.now(dt.UTC)
         interval = self.config.heartbeat_interval.total_seconds()
@@ -528,17 +483,6 @@ class Worker:
         while True:
             await self._db.retry("heartbeat", beat)
             await anyio.sleep(interval)
-
-    async def _stall_monitor(self) -> None:
-        threshold = self._min_lease / 3
-        tick = min(0.25, threshold / 2)
-        while True:
-            before = anyio.current_time()
-            await anyio.sleep(tick)
-            lag = anyio.current_time() - before - tick
-            if lag > threshold:
-                log.warning("event_loop_stalled", seconds=round(lag, 3),
-                            note="a handler is blocking the event loop; leases are at risk")
 
     async def _periodic(self) -> None:
         """Rule 12: seed one occurrence per periodic kind (a no-op when one exists)."""
