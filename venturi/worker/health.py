@@ -16,9 +16,9 @@ from typing import TypeVar
 
 import anyio
 import structlog
+from prometheus_client import Counter
 
 from ..errors import DatabaseUnavailable
-from .metrics import WorkerMetrics
 
 log = structlog.get_logger("venturi.worker")
 
@@ -47,9 +47,9 @@ class DatabaseHealth:
     after the reconnect (``Settler.flushed_after_outage``).
     """
 
-    def __init__(self, health: Health, metrics: WorkerMetrics, max_backoff: float) -> None:
+    def __init__(self, health: Health, lost: Counter, max_backoff: float) -> None:
         self._health = health
-        self._lost = metrics.db_unavailable
+        self._lost = lost  # counts outages
         self._cap = max_backoff
         self._down_since: float | None = None
         self.flush_pending = False

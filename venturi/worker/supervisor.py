@@ -12,11 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import functools
 import logging
-import os
 import signal
-import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
@@ -25,18 +22,13 @@ from typing import Any
 import anyio
 import structlog
 
-from .._ids import uuid7
 from ..errors import ConfigError, DatabaseUnavailable, UnknownKind
 from ..queue import Queue
 from ..store.base import (
     ClaimRequest,
-    CleanupCriteria,
     IdentityLock,
     JobRecord,
-    NewJob,
     Settlement,
-    Status,
-    WorkerInfo,
 )
 from ..task import Task, registered
 from .clock import DbClock
@@ -46,14 +38,16 @@ from .deadlines import DeadlineWatcher, StallMonitor
 from .executor import Executor
 from .fairness import Fairness
 from .health import DatabaseHealth, Health
+from .heartbeat import Heartbeat
 from .held import Held, HeldJobs, HeldState, StopReason
 from .http import HealthServer
 from .identity import Identity, IdentityGuard, NameLock
-from .metrics import WorkerMetrics
+from .metrics import QueueSampler, WorkerMetrics
 from .outcomes import Outcomes, Progress
-from .periodic import next_tick
+from .periodic import PeriodicSeeder
 from .recovery import Reaper, recover_earlier_boots
 from .renewer import Renewer
+from .retention import Retention
 from .settler import Settler
 from .waker import Poller, VisibilityTimer, Waker
 
@@ -131,7 +125,7 @@ class Worker:
 
         self.identity = Identity(self.config.name)
         self.health = Health()
-        self._db = DatabaseHealth(self.health, self.metrics,
+        self._db = DatabaseHealth(self.health, self.metrics.db_unavailable,
                                   self.config.max_backoff.total_seconds())
         self._clock = DbClock()
         self.exit_code: int | None = None
@@ -298,20 +292,30 @@ class Worker:
                                            self._claim_wanted, self._min_lease).run)
                 services.start_soon(Renewer(self.store, self.identity, self._held, self._db,
                                             self._min_lease).run)
-                services.start_soon(self._heartbeat)
+                services.start_soon(Heartbeat(
+                    self.store, self.identity, list(self.tasks), self.config.concurrency,
+                    self._held, self.health, self._clock, self._db,
+                    self.config.heartbeat_interval.total_seconds()).run)
                 services.start_soon(Poller(self.config.poll_interval.total_seconds(),
                                            self.health, self._claim_wanted).run)
                 services.start_soon(StallMonitor(self._min_lease).run)
                 services.start_soon(self._deadlines.run)
-                services.start_soon(self._periodic)
+                services.start_soon(PeriodicSeeder(
+                    self.store, list(self.tasks.values()), self._db,
+                    self.config.periodic_reseed_interval.total_seconds(),
+                    self._timer.recompute).run)
                 services.start_soon(IdentityGuard(lock, self.identity, self._db,
                                                   self.request_drain).run)
                 if self.config.retention:
-                    services.start_soon(self._retention)
+                    services.start_soon(Retention(
+                        self.store, self.config.retention, self._db,
+                        self.config.retention_interval.total_seconds()).run)
                 if self.config.handle_signals:
                     services.start_soon(self._signals)
                 if self.config.http is not None:
-                    services.start_soon(self._sampler)
+                    services.start_soon(QueueSampler(
+                        self.store, self.metrics, self._db,
+                        self.config.sample_interval.total_seconds()).run)
                 await self._claimer()  # returns when a stop is requested
                 await self._shutdown(slots)
             await self._final_flush()
@@ -466,75 +470,6 @@ class Worker:
         self._settler.put(settlement)
 
     # --- services -------------------------------------------------------------------------
-
-    async def _heartbeat(self) -> None:
-        started = dt.datetime.now(dt.UTC)
-        interval = self.config.heartbeat_interval.total_seconds()
-
-        async def beat() -> None:
-            await self.store.heartbeat(WorkerInfo(
-                name=self.name, boot_id=self.boot_id, host=socket.gethostname(), pid=os.getpid(),
-                kinds=sorted(self.tasks), concurrency=self.config.concurrency,
-                in_flight=len(self._held), started_at=started, last_seen=started,
-                draining=self._draining,
-            ))
-            await self._clock.sync(self.store)
-
-        while True:
-            await self._db.retry("heartbeat", beat)
-            await anyio.sleep(interval)
-
-    async def _periodic(self) -> None:
-        """Rule 12: seed one occurrence per periodic kind (a no-op when one exists)."""
-        periodic = [cls for cls in self.tasks.values() if cls.__task__.periodic]
-        if not periodic:
-            return
-
-        async def seed() -> int:
-            now = await self.store.db_now()
-            jobs = []
-            for cls in periodic:
-                o = cls.__task__
-                jobs.append(NewJob(id=uuid7(), kind=o.kind, payload=cls().to_json(),
-                                   priority=int(o.priority), max_failures=o.max_failures,
-                                   at=next_tick(o, now), periodic=True))
-            return await self.store.seed_periodic(jobs)
-
-        while True:
-            if await self._db.retry("periodic", seed):
-                self._timer.recompute()
-            await anyio.sleep(self.config.periodic_reseed_interval.total_seconds())
-
-    async def _retention(self) -> None:
-        """Delete old finished jobs in bounded batches, one worker at a time."""
-
-        async def delete(status: str, age: dt.timedelta) -> None:
-            cutoff = await self.store.db_now() - age
-            while True:
-                n = await self.store.cleanup_exclusive(CleanupCriteria(
-                    cutoff, status=Status(status), batch_size=10_000))
-                if n:
-                    log.info("retention_deleted", status=status, count=n)
-                if n is None or n < 10_000:
-                    return
-
-        while True:
-            for status, age in self.config.retention.items():
-                await self._db.retry("retention", functools.partial(delete, status, age))
-            await anyio.sleep(self.config.retention_interval.total_seconds())
-
-    async def _sampler(self) -> None:
-        """Queue depth and lag for /metrics, sampled on a timer so scrapes cost no queries."""
-        seen: set[str] = set()
-        while True:
-            snap = await self._db.retry("sampler", self.store.stats)
-            kinds = set(snap.pending_by_kind) | set(snap.oldest_pending_age) | seen
-            for kind in kinds:
-                self.metrics.queue_depth.labels(kind).set(snap.pending_by_kind.get(kind, 0))
-                age = snap.oldest_pending_age.get(kind)
-                self.metrics.oldest_runnable.labels(kind).set(age.total_seconds() if age else 0)
-            seen = kinds
-            await anyio.sleep(self.config.sample_interval.total_seconds())
 
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
