@@ -3,6 +3,6 @@
 from .config import WorkerConfig
 from .health import Health
 from .metrics import WorkerMetrics
-from .supervisor import Worker
+from .worker import Worker
 
 __all__ = ["Health", "Worker", "WorkerConfig", "WorkerMetrics"]
