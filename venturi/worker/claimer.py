@@ -103,7 +103,7 @@ class Claimer:
                 if self._db.flush_pending and not await self._unless_stopped(
                         settler.flushed_after_outage):
                     return False
-                normal, low = self._fairness.split(free)
+                low, normal = self._fairness.split(free)
                 self.claiming = True
                 try:
                     jobs = await self._store.claim(ClaimRequest(
