@@ -25,6 +25,10 @@ log = structlog.get_logger("venturi.worker")
 T = TypeVar("T")
 
 
+class GaveUp(Exception):
+    """A retry was given up: a stop was requested while it waited for the database."""
+
+
 class Health:
     """What ``/healthz`` and ``/readyz`` report."""
 
@@ -81,13 +85,16 @@ class DatabaseHealth:
             self._down_since = None
         self._health.db_ok = True
 
-    async def retry(self, service: str, call: Callable[[], Awaitable[T]]) -> T:
-        """``await call()`` until it gets through, backing off while the database is lost."""
+    async def retry(self, service: str, call: Callable[[], Awaitable[T]],
+                    until: asyncio.Event | None = None) -> T:
+        """``await call()`` until it gets through, backing off while the database is lost.
+        With ``until``, gives up (raises :class:`GaveUp`) when it is set during a back-off."""
         while True:
             try:
                 result = await call()
             except DatabaseUnavailable:
-                await self.back_off(service)
+                if not await self.back_off(service, until):
+                    raise GaveUp(service) from None
                 continue
             self.recovered(service)
             return result

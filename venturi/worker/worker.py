@@ -32,7 +32,7 @@ from .config import WorkerConfig, select_tasks
 from .control import Control
 from .deadlines import DeadlineWatcher, StallMonitor
 from .executor import Executor
-from .health import DatabaseHealth, Health
+from .health import DatabaseHealth, GaveUp, Health
 from .heartbeat import Heartbeat
 from .held import HeldJobs, StopReason
 from .http import HealthServer
@@ -44,6 +44,7 @@ from .recovery import Reaper, recover_earlier_boots
 from .renewer import Renewer
 from .retention import Retention
 from .settler import Settler
+from .signals import STOP_SIGNALS
 from .slots import Slots
 from .waker import Poller, VisibilityTimer, Waker
 
@@ -131,6 +132,7 @@ class Worker:
         self._grace_began = 0.0
         self._flush_scope: anyio.CancelScope | None = None
         self._force = False
+        self._starting: anyio.CancelScope | None = None  # lifespan, HTTP and boot
 
     # --- what the worker is --------------------------------------------------------------
 
@@ -161,6 +163,25 @@ class Worker:
         return self._outcomes.progress()
 
     # --- control --------------------------------------------------------------------------
+
+    @staticmethod
+    def handling_signals() -> contextlib.AbstractContextManager[None]:
+        """Handle SIGTERM and SIGINT for this process during the block, before any worker
+        runs.
+
+        A program that will run a worker with ``handle_signals=True`` (``venturi
+        worker``) enters this first: a signal while it still imports, connects or
+        boots then drains the worker as soon as it runs (exit 0, nothing claimed)
+        instead of ending the process with Python's default handler. From the main
+        thread; the previous handlers are back after the block."""
+        return STOP_SIGNALS.taken()
+
+    @staticmethod
+    def cancelled_by_signal() -> contextlib.AbstractContextManager[anyio.CancelScope]:
+        """A cancel scope that the first SIGTERM or SIGINT cancels, one received earlier
+        in :meth:`handling_signals` included: for a wait before the worker runs, such as
+        connecting to the database."""
+        return STOP_SIGNALS.cancelling()
 
     def wake(self) -> None:
         """Look for work now (a hint, like a NOTIFY)."""
@@ -197,7 +218,34 @@ class Worker:
         self._outcomes.trace = self._claimer.trace = trace
         stopped = self._stopped
         try:
-            async with AsyncExitStack() as stack:
+            with contextlib.ExitStack() as hooks:
+                if self.config.handle_signals:  # from now on, through the boot too
+                    hooks.enter_context(STOP_SIGNALS.listening(self._on_signal))
+                async with AsyncExitStack() as stack:
+                    started = await self._start(stack)
+                    if started is not None:  # None: stopped before it held a name
+                        self.health.alive = True
+                        log.info("worker_started", worker=self.name, boot_id=self.boot_id,
+                                 kinds=sorted(self.tasks),
+                                 concurrency=self.config.concurrency)
+                        await self._supervise(*started, until_empty)
+            if self.exit_code is None:
+                self.exit_code = 0
+        finally:
+            was_alive = self.health.alive
+            self.health.alive = False
+            stopped.set()
+            if was_alive:
+                p = self.progress
+                log.info("worker_stopped", worker=self.name, exit_code=self.exit_code,
+                         completed=p.completed, retried=p.retried, dead=p.dead,
+                         paused=p.paused, released=p.released)
+
+    async def _start(self, stack: AsyncExitStack) -> tuple[IdentityLock, Executor] | None:
+        """Enter the lifespan, serve HTTP, boot. None when a drain cut the boot short
+        (nothing was claimed) or a forced stop cancelled the start."""
+        try:
+            with anyio.CancelScope() as self._starting:
                 state = None
                 if self._lifespan is not None:
                     state = await stack.enter_async_context(self._lifespan())
@@ -208,25 +256,16 @@ class Worker:
                     await self.http.start()
                     stack.push_async_callback(self.http.close)
                 lock = await self._boot(stack)
-                self.health.alive = True
-                log.info("worker_started", worker=self.name, boot_id=self.boot_id,
-                         kinds=sorted(self.tasks), concurrency=self.config.concurrency)
-                await self._supervise(lock, executor, until_empty)
-            if self.exit_code is None:
-                self.exit_code = 0
+                if lock is not None:
+                    return lock, executor
+            return None
         finally:
-            started = self.health.alive
-            self.health.alive = False
-            stopped.set()
-            if started:
-                p = self.progress
-                log.info("worker_stopped", worker=self.name, exit_code=self.exit_code,
-                         completed=p.completed, retried=p.retried, dead=p.dead,
-                         paused=p.paused, released=p.released)
+            self._starting = None
 
-    async def _boot(self, stack: AsyncExitStack) -> IdentityLock:
+    async def _boot(self, stack: AsyncExitStack) -> IdentityLock | None:
         """Take the name's lock, then recover the claims of the name's earlier boots
-        (docs/concepts/leases.md, "Restarts: boot recovery")."""
+        (docs/concepts/leases.md, "Restarts: boot recovery"). A drain requested while the
+        database is unreachable gives the boot up: None."""
         name = NameLock(self.store, self.identity, stack)
 
         async def boot() -> None:
@@ -234,8 +273,10 @@ class Worker:
                 await recover_earlier_boots(self.store, self.identity)
             await self._clock.sync(self.store)
 
-        await self._db.retry("boot", boot)
-        assert name.lock is not None
+        try:
+            await self._db.retry("boot", boot, until=self._stop)
+        except GaveUp:
+            return None
         return name.lock
 
     async def _supervise(self, lock: IdentityLock, executor: Executor,
@@ -281,8 +322,6 @@ class Worker:
         if config.retention:
             services.append(Retention(store, config.retention, db,
                                       config.retention_interval.total_seconds()).run)
-        if config.handle_signals:
-            services.append(self._signals)
         if config.http is not None:
             services.append(QueueSampler(store, self.metrics, db,
                                          config.sample_interval.total_seconds()).run)
@@ -314,20 +353,19 @@ class Worker:
             log.warning("settlements_unflushed", count=len(self._settler),
                         note="their jobs will be recovered when their leases expire")
 
-    async def _signals(self) -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for signum in signals:
-                if not self._stop.is_set():
-                    log.info("signal_received", signal=signal.Signals(signum).name,
-                             action="drain")
-                    self.request_drain()
-                    continue
-                log.warning("signal_received", signal=signal.Signals(signum).name,
-                            action="stop now")
-                self._force = True
-                self.exit_code = 130
-                if self._flush_scope is not None:
-                    self._flush_scope.deadline = min(self._flush_scope.deadline,
-                                                     anyio.current_time() + 1.0)
-                self._held.stop_running(StopReason.RELEASE)
-                return
+    def _on_signal(self, signum: int) -> None:
+        """SIGTERM or SIGINT: the first drains, the second stops now (exit 130)."""
+        name = signal.Signals(signum).name
+        if not self._stop.is_set():
+            log.info("signal_received", signal=name, action="drain")
+            self.request_drain()
+        elif not self._force:
+            log.warning("signal_received", signal=name, action="stop now")
+            self._force = True
+            self.exit_code = 130
+            if self._starting is not None:
+                self._starting.cancel()
+            if self._flush_scope is not None:
+                self._flush_scope.deadline = min(self._flush_scope.deadline,
+                                                 anyio.current_time() + 1.0)
+            self._held.stop_running(StopReason.RELEASE)
