@@ -1,4 +1,5 @@
-"""The worker supervisor: claims, runs, settles, recovers and drains."""
+"""The worker: claims, runs, settles, recovers and drains (one module per service; the
+file names say which: claimer, slots, executor, settler, renewer, recovery, waker, ...)."""
 
 from .config import WorkerConfig
 from .health import Health

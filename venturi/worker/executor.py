@@ -37,7 +37,8 @@ MAX_NOTE = 500
 def _scope_class() -> type[anyio.CancelScope]:
     """The running backend's CancelScope class. ``anyio.CancelScope(...)`` and
     ``anyio.current_time()`` look the backend up (sniffio plus an import) on every
-    call: a measurable share of a no-op job's cost, paid here once per worker."""
+    call: a measurable share of a no-op job's cost (docs/benchmarks.md), paid here once
+    per worker."""
     return type(anyio.CancelScope())
 
 
@@ -68,7 +69,7 @@ def _encode(value: Any, what: str, held: Held) -> tuple[bool, str | None]:
 
 def _note(text: str | None) -> str | None:
     """A journal note as PostgreSQL's text can hold it: at most MAX_NOTE characters, and
-    no NUL (a handler returning one used to fail its settle batch)."""
+    no NUL (PostgreSQL refuses it in text, which would fail the whole settle batch)."""
     if text is None:
         return None
     if "\x00" in text:
@@ -134,7 +135,7 @@ class Executor:
             except asyncio.CancelledError as exc:
                 # Ours (this run's scope, or the worker stopping) carries a cancel request
                 # for this task; one without came from inside the handler (it awaited
-                # something cancelled) and is its failure. Let through, it used to end the
+                # something cancelled) and is its failure: let through, it would end the
                 # slot for good and leave the job claimed.
                 current = asyncio.current_task()
                 if scope.cancel_called or current is None or current.cancelling():
