@@ -7,6 +7,7 @@ one for a reader."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,11 +29,8 @@ def imported(path: Path, modules: set[str], root: Path = PACKAGE) -> Iterator[st
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
+            module = importlib.util.resolve_name("." * node.level + (node.module or ""),
+                                                 package)
             targets = [f"{module}.{a.name}" if f"{module}.{a.name}" in modules else module
                        for a in node.names]
         else:
