@@ -7,7 +7,6 @@ import contextlib
 from datetime import timedelta
 from typing import Annotated, Any
 
-import structlog
 import typer
 
 import venturi
@@ -77,7 +76,7 @@ def worker(
                     q = await stack.enter_async_context(venturi.Queue.connect(
                         target, prefix=s.prefix, listen_dsn=listen_dsn, pooler=s.pooler))
                 if connecting.cancel_called:
-                    structlog.get_logger("venturi.cli").info(
+                    venturi.logs.get_logger("venturi.cli").info(
                         "worker_not_started", reason="signalled before it connected")
                     return 0  # nothing was claimed
                 w = venturi.Worker(q, list(tasks.values()), config=config)
@@ -87,7 +86,7 @@ def worker(
         try:
             code = run_async(go, dsn=target)
         finally:
-            structlog.reset_defaults()  # CliRunner tests run many commands in one process
+            venturi.logs.reset()  # CliRunner tests run many commands in one process
     raise typer.Exit(code)
 
 

@@ -15,9 +15,9 @@ import argparse
 import sys
 
 import anyio
-import structlog
 
 import venturi
+import venturi.logs
 from venturi.errors import ConfigError
 from venturi.worker import config as worker_config
 
@@ -50,12 +50,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str]) -> int:
     args = _parse(argv)
-    structlog.configure(processors=[
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso"),
-        structlog.processors.format_exc_info,
-        structlog.processors.JSONRenderer(),
-    ])
+    venturi.logs.configure("json", "debug")  # every event, one JSON object per line
     if args.default_name:
         worker_config.default_name = lambda: args.default_name
     try:

@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio
-import structlog
 
 from ..errors import DatabaseUnavailable
+from ..logs import get_logger
 from ..store.base import ClaimRequest, JobRecord, Store
 from .clock import DbClock
 from .fairness import Fairness
@@ -28,7 +28,7 @@ from .metrics import KindMetrics
 from .settler import Settler
 from .waker import VisibilityTimer
 
-log = structlog.get_logger("venturi.worker")
+log = get_logger("venturi.worker")
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import structlog
-
+from ..logs import get_logger
 from ..notices import Cancel, Drain, InvalidNotice, parse_control
 from .held import HeldJobs, HeldState, StopReason
 from .identity import Identity
 
-log = structlog.get_logger("venturi.worker")
+log = get_logger("venturi.worker")
 
 
 class Control:

@@ -13,11 +13,11 @@ import asyncio
 import math
 
 import anyio
-import structlog
 
+from ..logs import get_logger
 from .held import HeldJobs, HeldState
 
-log = structlog.get_logger("venturi.worker")
+log = get_logger("venturi.worker")
 
 
 class DeadlineWatcher:

@@ -15,12 +15,12 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import anyio
-import structlog
 from prometheus_client import Counter
 
 from ..errors import DatabaseUnavailable
+from ..logs import get_logger
 
-log = structlog.get_logger("venturi.worker")
+log = get_logger("venturi.worker")
 
 T = TypeVar("T")
 

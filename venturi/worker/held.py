@@ -19,12 +19,12 @@ from typing import Any
 from uuid import UUID
 
 import anyio
-import structlog
 
+from ..logs import get_logger
 from ..store.base import JobRecord, Settlement
 from .metrics import WorkerMetrics
 
-log = structlog.get_logger("venturi.worker")
+log = get_logger("venturi.worker")
 
 
 class HeldState(enum.Enum):

@@ -9,13 +9,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from ..logs import get_logger
 from .config import parse_address
 from .health import Health
 
-log = structlog.get_logger("venturi.worker")
+log = get_logger("venturi.worker")
 
 
 class HealthServer:

@@ -14,14 +14,14 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 
 import anyio
-import structlog
 
 from ..errors import ConfigError
+from ..logs import get_logger
 from ..store.base import IdentityLock, Store
 from . import config
 from .health import DatabaseHealth
 
-log = structlog.get_logger("venturi.worker")
+log = get_logger("venturi.worker")
 
 PING_INTERVAL = 10.0  # seconds between liveness checks of the lock's session
 

@@ -11,13 +11,12 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import structlog
-
+from ..logs import get_logger
 from ..store.base import Outcome, Settled, Settlement
 from .held import HeldJobs, HeldState
 from .metrics import KindMetrics, WorkerMetrics
 
-log = structlog.get_logger("venturi.worker")
+log = get_logger("venturi.worker")
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,13 +14,13 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
-import structlog
 
+from ..logs import get_logger
 from ..store.base import Recovered, Store
 from .health import DatabaseHealth
 from .identity import Identity
 
-log = structlog.get_logger("venturi.worker")
+log = get_logger("venturi.worker")
 
 SWEEP_LIMIT = 1000  # claims recovered per statement; a full sweep goes again at once
 

@@ -9,12 +9,12 @@ import functools
 from collections.abc import Mapping
 
 import anyio
-import structlog
 
+from ..logs import get_logger
 from ..store.base import CleanupCriteria, Status, Store
 from .health import DatabaseHealth
 
-log = structlog.get_logger("venturi.worker")
+log = get_logger("venturi.worker")
 
 BATCH = 10_000
 

@@ -12,16 +12,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-import structlog
-
 from ..errors import DatabaseError, DatabaseUnavailable
+from ..logs import get_logger
 from ..store.base import Settled, Settlement, Store
 from .executor import classify
 from .health import DatabaseHealth
 from .identity import Identity
 
 MAX_BATCH = 1000
-log = structlog.get_logger("venturi.worker")
+log = get_logger("venturi.worker")
 
 OnSettled = Callable[[list[Settlement], list[Settled]], None]
 

@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
-import structlog
 
 from ..errors import DatabaseUnavailable
+from ..logs import get_logger
 from ..notices import parse_job_notice
 from ..store.base import Store
 from .clock import DbClock
@@ -25,7 +25,7 @@ from .health import DatabaseHealth, Health
 from .identity import Identity
 from .metrics import WorkerMetrics
 
-log = structlog.get_logger("venturi.worker")
+log = get_logger("venturi.worker")
 
 LISTEN_PING_INTERVAL = 10.0
 

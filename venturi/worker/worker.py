@@ -20,9 +20,9 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any
 
 import anyio
-import structlog
 
 from ..errors import ConfigError, DatabaseUnavailable
+from ..logs import get_logger
 from ..queue import Queue
 from ..store.base import IdentityLock
 from ..task import Task
@@ -48,7 +48,7 @@ from .signals import STOP_SIGNALS
 from .slots import Slots
 from .waker import Poller, VisibilityTimer, Waker
 
-log = structlog.get_logger("venturi.worker")
+log = get_logger("venturi.worker")
 
 Lifespan = Callable[[], AbstractAsyncContextManager[Any]]
 Service = Callable[[], Coroutine[Any, Any, None]]
