@@ -41,7 +41,7 @@ class Control:
                 if held.state is HeldState.BUFFERED:
                     log.info("job_cancelled", job_id=str(held.id), kind=held.kind,
                              run_no=held.run_no)
-                    self._held.forget(held.id)
+                    self._held.forget(held)
                 else:
                     held.stop(StopReason.CANCELLED)
         elif isinstance(message, Drain) and message.worker in (None, self._identity.name):

@@ -140,12 +140,15 @@ class HeldJobs:
             self.idle.set()
         self._wake.set()
 
-    def forget(self, id: UUID, gauge: bool = True) -> None:
-        """Stop holding ``id`` (settled, lost or cancelled)."""
-        held = self.by_id.pop(id, None)
-        if held is not None and held.state is not HeldState.SETTLING:
+    def forget(self, held: Held, gauge: bool = True) -> None:
+        """Stop holding ``held`` (settled, lost or cancelled). Only that claim: the job may
+        have been claimed again meanwhile (a pause with no delay, a recovered lease), and
+        that newer claim stays held."""
+        if held.state is not HeldState.SETTLING:
             held.state = HeldState.SETTLING
             self._deactivate()
+        if self.by_id.get(held.id) is held:
+            del self.by_id[held.id]
         if gauge:
             self._metrics.in_flight.set(len(self.by_id))
 
@@ -156,7 +159,7 @@ class HeldJobs:
         else:
             log.warning("lease_lost", job_id=str(held.id), kind=held.kind, run_no=held.run_no)
             self._metrics.lost.labels(held.kind).inc()
-        self.forget(held.id)
+        self.forget(held)
 
     def dropped(self, settlement: Settlement) -> None:
         """The database refused this settlement on its own (the settler logged it): stop
@@ -164,4 +167,4 @@ class HeldJobs:
         held = self.by_id.get(settlement.id)
         if held is not None and held.run_no == settlement.run_no:
             self._metrics.lost.labels(held.kind).inc()
-            self.forget(settlement.id)
+            self.forget(held)

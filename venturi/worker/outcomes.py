@@ -70,6 +70,8 @@ class Outcomes:
     def _record_one(self, settlement: Settlement, result: Settled) -> None:
         held = self._held.by_id.get(settlement.id)
         kind = held.kind if held else "?"
+        if held is not None and held.run_no != settlement.run_no:
+            held = None  # a newer claim of the job (claimed again before this record): not ours
         m = self._metrics
         if not result.applied:
             log.warning("settle_refused", job_id=str(settlement.id), kind=kind,
@@ -108,4 +110,5 @@ class Outcomes:
                 m.released.labels(kind).inc()
                 log.info("job_released", job_id=str(settlement.id), kind=kind,
                          run_no=settlement.run_no)
-        self._held.forget(settlement.id, gauge=False)
+        if held is not None:
+            self._held.forget(held, gauge=False)
