@@ -12,10 +12,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 # The public package plus the helpers the CLI is meant to share with it: its config
-# helpers, logging setup, the task registry, and the embedded server and examples that
-# `venturi dev` runs.
+# helpers, logging setup, the task registry, the embedded server and examples that
+# `venturi dev` runs, and the dashboard and its server that `venturi web` runs.
 ALLOWED = {"venturi", "venturi.config", "venturi.logs", "venturi.task",
-           "venturi.embedded", "venturi.examples"}
+           "venturi.embedded", "venturi.examples", "venturi.web", "venturi.web.server"}
 
 
 def _imports(path: Path) -> set[str]:
