@@ -1,0 +1,60 @@
+"""Spies on a real store's contract methods (``venturi/store/base.py``).
+
+Every call still runs on the real store: a spy only records when it began and
+what it returned, or raises instead of calling the store while a test's
+condition holds (an injected outage, an injected bug). Nothing of PostgreSQL is
+mocked. Installed with ``monkeypatch``, so the store is itself again after the
+test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+
+@dataclass
+class Call:
+    began: float  # event-loop time
+    args: tuple[Any, ...]
+    result: Any = None
+    error: BaseException | None = None
+    ended: float | None = None
+    seq: int = field(default=0)
+
+
+def record(monkeypatch: pytest.MonkeyPatch, store: Any, method: str,
+           *, fail: Callable[[], BaseException | None] | None = None) -> list[Call]:
+    """Record every call of ``store.method``; when ``fail`` returns an exception, raise it
+    instead of calling the store (the call is recorded with that error)."""
+    real = getattr(store, method)
+    calls: list[Call] = []
+
+    async def spy(*args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        call = Call(loop.time(), args, seq=len(calls))
+        calls.append(call)
+        try:
+            error = fail() if fail is not None else None
+            if error is not None:
+                raise error
+            call.result = await real(*args, **kwargs)
+            return call.result
+        except BaseException as exc:
+            call.error = exc
+            raise
+        finally:
+            call.ended = loop.time()
+
+    monkeypatch.setattr(store, method, spy)
+    return calls
+
+
+def gaps(calls: list[Call]) -> list[float]:
+    """Seconds between the starts of consecutive calls."""
+    return [b.began - a.began for a, b in itertools.pairwise(calls)]
