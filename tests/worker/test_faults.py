@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 
 import venturi
 from venturi import Outcome, Queue, Status
-from venturi.errors import DatabaseUnavailable
+from venturi.errors import ConfigError, DatabaseUnavailable
 from venturi.store.base import Action, Settlement
 from venturi.store.postgres import PostgresStore
 from venturi.worker.metrics import WorkerMetrics
@@ -65,6 +65,10 @@ class Gated(venturi.Task, kind="wf.gated", lease=dt.timedelta(seconds=30)):
 def probe() -> type[Probe]:
     Probe.reset()
     return Probe
+
+
+HOLDER_SQL = ("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+              " AND ((classid::bigint << 32) | objid::bigint) = hashtextextended($1, 0)")
 
 
 def events(logs: list[dict[str, Any]], name: str, job_id: UUID | None = None) -> list[Any]:
@@ -242,13 +246,11 @@ async def test_worker_drains_when_another_session_takes_its_name(pgq: Queue) -> 
     assert isinstance(store, PostgresStore)
     worker = venturi.Worker(pgq, tasks=[Gated], concurrency=1, name="contested")
     key = f"venturi:worker:{pgq.prefix}:contested"
-    holder_sql = ("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
-                  " AND ((classid::bigint << 32) | objid::bigint) = hashtextextended($1, 0)")
     rival = await store.pool.acquire()
     try:
         with capture_logs() as logs:
             async with running(worker):
-                (holder,) = await rival.fetch(holder_sql, key)
+                (holder,) = await rival.fetch(HOLDER_SQL, key)
                 await rival.execute("SELECT pg_terminate_backend($1)", holder["pid"])
                 # Queued behind the dying session: granted the moment it ends.
                 await rival.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", key)
@@ -258,6 +260,36 @@ async def test_worker_drains_when_another_session_takes_its_name(pgq: Queue) -> 
     finally:
         await rival.execute("SELECT pg_advisory_unlock_all()")
         await store.pool.release(rival)
+
+
+async def test_worker_takes_its_name_lock_again_after_its_session_dies(
+        pgq: Queue, probe: type[Probe]) -> None:
+    """Rule 9: the name's lock dies with its session; the worker takes it again on a new
+    one, keeps working, and a second worker with the name is still refused."""
+    store = pgq.store
+    assert isinstance(store, PostgresStore)
+    worker = venturi.Worker(pgq, tasks=[Gated], concurrency=1, name="steadfast")
+    key = f"venturi:worker:{pgq.prefix}:steadfast"
+
+    async def holders() -> list[int]:
+        return [r["pid"] for r in await store.pool.fetch(HOLDER_SQL, key)]
+
+    with capture_logs() as logs:
+        async with running(worker):
+            (first,) = await holders()
+            assert await store.pool.fetchval("SELECT pg_terminate_backend($1)", first)
+
+            async def taken_again() -> bool:
+                return len(now := await holders()) == 1 and now[0] != first
+            await wait_for(taken_again, timeout=15, what="the name's lock on a new session")
+            assert events(logs, "identity_lock_lost")
+            with pytest.raises(ConfigError, match="held by a live worker"):
+                await venturi.Worker(pgq, tasks=[Gated], name="steadfast").run()
+            assert worker.health.alive and not worker.draining
+            probe.gate.set()
+            job = await pgq.enqueue(Gated())
+            await wait_for(lambda: _status(pgq, job.id, Status.COMPLETED), what="a job to run")
+    assert worker.exit_code == 0 and not events(logs, "identity_taken")
 
 
 async def _status(queue: Queue, job_id: UUID, status: Status) -> bool:
