@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import itertools
 from typing import Any
 from uuid import UUID
 
@@ -41,11 +40,6 @@ class Routine(venturi.Task, kind="ws.routine", priority=venturi.Priority.NORMAL)
 class Chore(venturi.Task, kind="ws.chore", priority=venturi.Priority.LOW):
     async def run(self, ctx: venturi.Context) -> None:
         return None
-
-
-class EverySecond(venturi.Task, kind="ws.every", every=dt.timedelta(seconds=1)):
-    async def run(self, ctx: venturi.Context) -> None:
-        STARTED[ctx.job_id] = dt.datetime.now(dt.UTC)
 
 
 async def test_timer_starts_delayed_jobs_when_they_become_visible(pgq: Queue) -> None:
@@ -86,61 +80,6 @@ async def test_low_tiers_get_their_share_under_a_high_priority_flood(pgq: Queue)
     first = claimed[:100]
     shares = {tier: first.count(tier) for tier in (0, 1, 2)}
     assert shares[0] >= 50 and shares[1] >= 10 and shares[2] >= 10, shares
-
-
-async def test_three_workers_keep_one_periodic_occurrence_and_completion_schedules_the_next(
-        pgq: Queue) -> None:
-    STARTED.clear()
-    store = pgq.store
-    assert isinstance(store, PostgresStore)
-    seeded: list[int] = []
-    real_seed = store.seed_periodic
-
-    async def recording_seed(jobs: Any) -> int:
-        n = await real_seed(jobs)
-        seeded.append(n)
-        return n
-
-    store.seed_periodic = recording_seed  # type: ignore[method-assign]
-    workers = [venturi.Worker(pgq, tasks=[EverySecond], concurrency=1, name=f"p{i}")
-               for i in range(3)]
-    rows_sql = (f"SELECT id, status, visible_at, finished_at FROM {pgq.prefix}jobs"
-                " WHERE kind = 'ws.every' ORDER BY visible_at")
-    live_counts: list[int] = []
-
-    async def live() -> int:
-        n = await pgq.count(kind="ws.every", statuses=["pending", "claimed"])
-        live_counts.append(n)
-        return n
-
-    tasks = [asyncio.create_task(w.run()) for w in workers]  # all three boot at once
-    try:
-        await wait_for(lambda: len(seeded) == 3, what="every worker to seed")
-        assert sorted(seeded) == [0, 0, 1]  # one insert, two no-ops
-        assert await live() == 1
-
-        async def two_completed() -> bool:
-            await live()
-            return await pgq.count(kind="ws.every", statuses=["completed"]) >= 2
-        await wait_for(two_completed, timeout=10, what="two occurrences to complete")
-    finally:
-        for w in workers:
-            await asyncio.wait_for(w.drain(grace=0), 10)
-        await asyncio.gather(*tasks)
-        del store.seed_periodic
-    assert set(live_counts) == {1}, live_counts  # never two, never none
-    rows = await store.pool.fetch(rows_sql)
-    done = [r for r in rows if r["status"] == "completed"]
-    assert len(done) >= 2 and [r["status"] for r in rows[len(done):]] == ["pending"]
-    for previous, following in itertools.pairwise(rows):
-        assert previous["status"] == "completed"
-        tick = following["visible_at"]
-        assert tick.microsecond == 0  # every= ticks are aligned to the epoch
-        # The next tick after the completion, missed ticks skipped.
-        assert previous["finished_at"] < tick <= previous["finished_at"] + dt.timedelta(seconds=1)
-    for r in done:
-        (entry,) = await pgq.journal(r["id"])
-        assert entry.outcome is venturi.Outcome.COMPLETED
 
 
 async def test_workers_claim_only_their_kinds_and_never_the_same_job(pgq: Queue) -> None:
