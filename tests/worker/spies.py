@@ -26,18 +26,22 @@ class Call:
     error: BaseException | None = None
     ended: float | None = None
     seq: int = field(default=0)
+    seen: Any = None  # what ``observe`` returned as the call began
 
 
 def record(monkeypatch: pytest.MonkeyPatch, store: Any, method: str,
-           *, fail: Callable[[], BaseException | None] | None = None) -> list[Call]:
+           *, fail: Callable[[], BaseException | None] | None = None,
+           observe: Callable[[], Any] | None = None) -> list[Call]:
     """Record every call of ``store.method``; when ``fail`` returns an exception, raise it
-    instead of calling the store (the call is recorded with that error)."""
+    instead of calling the store (the call is recorded with that error). ``observe`` is
+    called as each call begins; its result is kept as ``Call.seen``."""
     real = getattr(store, method)
     calls: list[Call] = []
 
     async def spy(*args: Any, **kwargs: Any) -> Any:
         loop = asyncio.get_running_loop()
-        call = Call(loop.time(), args, seq=len(calls))
+        call = Call(loop.time(), args, seq=len(calls),
+                    seen=observe() if observe is not None else None)
         calls.append(call)
         try:
             error = fail() if fail is not None else None
