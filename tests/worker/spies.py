@@ -32,9 +32,10 @@ class Call:
 def record(monkeypatch: pytest.MonkeyPatch, store: Any, method: str,
            *, fail: Callable[[], BaseException | None] | None = None,
            observe: Callable[[], Any] | None = None) -> list[Call]:
-    """Record every call of ``store.method``; when ``fail`` returns an exception, raise it
-    instead of calling the store (the call is recorded with that error). ``observe`` is
-    called as each call begins; its result is kept as ``Call.seen``."""
+    """Record every call of ``store.method``. When ``fail`` returns an exception, as the call
+    begins or again as the store's answer comes back (a reply lost to an outage), the call
+    raises it instead (and is recorded with it). ``observe`` is called as each call
+    begins; its result is kept as ``Call.seen``."""
     real = getattr(store, method)
     calls: list[Call] = []
 
@@ -47,8 +48,13 @@ def record(monkeypatch: pytest.MonkeyPatch, store: Any, method: str,
             error = fail() if fail is not None else None
             if error is not None:
                 raise error
-            call.result = await real(*args, **kwargs)
-            return call.result
+            result = await real(*args, **kwargs)
+            # A call in flight when the failure began fails too: its reply never came.
+            error = fail() if fail is not None else None
+            if error is not None:
+                raise error
+            call.result = result
+            return result
         except BaseException as exc:
             call.error = exc
             raise
