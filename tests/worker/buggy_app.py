@@ -1,6 +1,6 @@
 """An ``--app`` for ``venturi worker`` whose store has a bug: the store method named by
-``VENTURI_TEST_BUG`` raises ``RuntimeError`` from its second call on (so the worker boots
-first). Only ever imported by the worker process a test starts."""
+``VENTURI_TEST_BUG`` raises ``RuntimeError`` from its second call on (so the worker has
+booted and its services run). Only ever imported by the worker process a test starts."""
 
 from __future__ import annotations
 

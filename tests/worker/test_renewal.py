@@ -71,7 +71,7 @@ class LongLease(venturi.Task, kind="wl.longlease", lease=dt.timedelta(seconds=60
         return "recovered-and-run"
 
 
-class ShortLease(venturi.Task, kind="wl.shortlease", lease=dt.timedelta(seconds=1)):
+class ShortLease(venturi.Task, kind="wl.shortlease", lease=dt.timedelta(seconds=0.5)):
     async def run(self, ctx: venturi.Context) -> None:
         return None
 
@@ -111,13 +111,13 @@ async def test_reaper_sweeps_at_boot(pgq: Queue, monkeypatch: pytest.MonkeyPatch
 
 async def test_reaper_sweeps_every_half_of_the_shortest_lease(
         pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Serving a 60 s and a 1 s lease, the reaper sweeps every 0.5 s: five sweeps take about
-    2 s here, and 120 s on the longer lease's cadence (20 s on the default lease's)."""
+    """Serving a 60 s and a 0.5 s lease, the reaper sweeps every 0.25 s: five sweeps take
+    about a second here, and 120 s on the longer lease's cadence (20 s on the default's)."""
     sweeps = record(monkeypatch, pgq.store, "recover_stale")
     worker = venturi.Worker(pgq, tasks=[LongLease, ShortLease], concurrency=1)
     async with running(worker):
         await wait_for(lambda: len(sweeps) >= 5, timeout=15, what="five sweeps")
-    assert min(gaps(sweeps[:5])) >= 0.5 * 0.95, gaps(sweeps)
+    assert min(gaps(sweeps[:5])) >= 0.25 * 0.95, gaps(sweeps)
 
 
 class Probe:

@@ -65,10 +65,10 @@ async def _ticks(period: float, overshoots: list[float]) -> None:
 async def test_retries_during_an_outage_back_off_no_further_than_the_cap(
         pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every service's store calls fail as if the database were gone. The retries back off
-    (0.1 s doubling every second of outage) up to the cap, here 0.2 s: past 2.5 s of outage
-    an uncapped retry would wait 0.6 s and more. The cap is checked against a sleep of the
+    (0.1 s doubling every second of outage) up to the cap, here 0.1 s: past 1 s of outage an
+    uncapped retry would wait 0.2 s, and 0.4 s after 2 s. The cap is checked against a sleep of the
     loop's stalls measured meanwhile, not against the wall clock alone."""
-    cap = 0.2
+    cap = 0.1
     down = False
 
     def outage() -> BaseException | None:
@@ -84,8 +84,8 @@ async def test_retries_during_an_outage_back_off_no_further_than_the_cap(
             reference = asyncio.create_task(_ticks(0.01, overshoots))
             try:
                 down, began = True, loop.time()
-                await wait_for(lambda: any(c.began - began > 2.6 for c in calls["heartbeat"]),
-                               timeout=20, what="the heartbeat to retry for 2.6 s")
+                await wait_for(lambda: any(c.began - began > 2.0 for c in calls["heartbeat"]),
+                               timeout=20, what="the heartbeat to retry for 2 s")
                 assert not worker.health.ready and worker.health.alive
             finally:
                 reference.cancel()
@@ -99,7 +99,7 @@ async def test_retries_during_an_outage_back_off_no_further_than_the_cap(
             await wait_for(done, what="a job after the outage")
     assert [e["event"] for e in logs].count("db_unavailable") == 1
     retries: list[Call] = [c for c in calls["heartbeat"]
-                           if c.error is not None and c.began - began >= 1.0]
+                           if c.error is not None and c.began - began >= 0.5]
     assert len(retries) >= 5, calls["heartbeat"]
     slack = max(overshoots) + 0.05
     assert all(cap * 0.95 <= gap <= cap + slack for gap in gaps(retries)), (
@@ -153,12 +153,12 @@ async def test_venturi_worker_exits_non_zero_on_a_bug_in_a_service(
     def run() -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [str(script), "worker", "--app", "tests.worker.buggy_app", "--log-format", "json"],
-            cwd=ROOT, env={**worker_env, "VENTURI_TEST_BUG": "heartbeat"},
+            cwd=ROOT, env={**worker_env, "VENTURI_TEST_BUG": "next_visible_at"},
             capture_output=True, text=True, timeout=60)
 
     broken = await asyncio.to_thread(run)
     assert broken.returncode == 1, (broken.stdout, broken.stderr)
     lines = broken.stderr.strip().splitlines()
-    assert lines == ["venturi: error: unexpected RuntimeError: injected bug in heartbeat"
+    assert lines == ["venturi: error: unexpected RuntimeError: injected bug in next_visible_at"
                      " (set VENTURI_DEBUG=1 for the traceback)"], lines
     assert "Traceback" not in broken.stderr + broken.stdout
