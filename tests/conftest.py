@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 import os
 import secrets
 import socket
@@ -56,6 +57,19 @@ def pytest_runtest_makereport(
         report.longrepr = (f"skipped under CI=true ({reason}): this test needs PostgreSQL, "
                            "the pooler or a private cluster, and CI must provide them "
                            "(.ci/run installs them)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def venturi_logs_at_debug() -> Iterator[None]:
+    """The suite listens to venturi's events at every level, as an application that
+    wants them does: tests assert them with ``structlog.testing.capture_logs()``, and
+    the worker emits its per-job events only when ``venturi.worker`` is enabled for
+    DEBUG (docs/operations/logging.md)."""
+    logger = logging.getLogger("venturi")
+    saved = logger.level
+    logger.setLevel(logging.DEBUG)
+    yield
+    logger.setLevel(saved)
 
 
 def _reachable(host: str, port: int) -> bool:
