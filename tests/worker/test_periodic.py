@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import itertools
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -85,14 +86,20 @@ class EveryThreeHours(venturi.Task, kind="wp.cron", cron="0 */3 * * *"):
 
 
 @pytest.fixture
-def local_time_is_new_york(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def local_time_is_new_york() -> Iterator[None]:
     """A process zone with an offset and a DST change: cron ticks evaluated in local time
     instead of UTC would land elsewhere."""
-    monkeypatch.setenv("TZ", "America/New_York")
+    saved = os.environ.get("TZ")
+    os.environ["TZ"] = "America/New_York"
     time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = saved
+        time.tzset()
 
 
 async def test_cron_ticks_in_utc_across_a_day_boundary_and_skips_missed_ticks(
