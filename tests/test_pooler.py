@@ -29,6 +29,7 @@ import asyncpg
 import pytest
 
 from tests import pgbouncer
+from tests.ci import unavailable
 from tests.conftest import drop_prefix, wait_for
 from tests.tasks import Embed, Refresh
 from venturi import ConfigError, DatabaseError, Queue, Status
@@ -42,7 +43,7 @@ LEASE = {"test.embed": dt.timedelta(seconds=10)}
 def bouncer_dsn(pg_dsn: str) -> Iterator[str]:
     """A private pgbouncer in transaction mode in front of the test database."""
     if pgbouncer.binary() is None:
-        pytest.skip("pgbouncer is not installed (apt-get install pgbouncer; .ci/run does it)")
+        unavailable("pgbouncer is not installed (apt-get install pgbouncer; .ci/run does it)")
     with pgbouncer.bouncer(pg_dsn) as dsn:
         yield dsn
 
