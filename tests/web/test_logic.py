@@ -47,6 +47,21 @@ def test_bad_filters_name_the_field(params: dict[str, str], message: str) -> Non
         JobFilter.parse(params)
 
 
+@pytest.mark.parametrize(("micro", "second", "shown"), [
+    (590_000, 9, "2026-12-01T10:30:09.59"), (500_000, 9, "2026-12-01T10:30:09.5"),
+    (123_000, 9, "2026-12-01T10:30:09.123"), (0, 9, "2026-12-01T10:30:09"),
+    (0, 0, "2026-12-01T10:30"),
+])
+def test_time_bounds_are_shown_as_a_browser_normalises_them(
+        micro: int, second: int, shown: str) -> None:
+    """A datetime-local field's value is the shortest form: the page must render the
+    same text, or the field and the filter it applied disagree."""
+    when = dt.datetime(2026, 12, 1, 10, 30, second, micro, tzinfo=dt.UTC)
+    params = JobFilter(since=when).params()
+    assert params["since"] == shown
+    assert JobFilter.parse(params).since == when
+
+
 def test_known_counts_come_from_the_stats_only() -> None:
     assert known_count(JobFilter(), SNAP) == 56
     assert known_count(JobFilter(status=Status.PENDING, kind="a"), SNAP) == 5

@@ -72,8 +72,14 @@ def _form_time(value: dt.datetime | None) -> str:
     """What a datetime-local field holds (UTC), to the millisecond ids keep."""
     if value is None:
         return ""
-    text = value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    return text + f".{value.microsecond // 1000:03d}" if value.microsecond else text
+    # The shortest form, as a browser normalises the field's value: no zero seconds,
+    # no trailing zeros in the milliseconds ("...T10:30:09.59", not "...09.590").
+    value = value.astimezone(dt.UTC)
+    text = value.strftime("%Y-%m-%dT%H:%M")
+    millis = value.microsecond // 1000
+    if millis:
+        return text + f":{value.second:02d}." + f"{millis:03d}".rstrip("0")
+    return text + f":{value.second:02d}" if value.second else text
 
 
 @dataclass(frozen=True, slots=True)

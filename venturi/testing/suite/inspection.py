@@ -1,5 +1,5 @@
-"""Subject subtrees, count, cancel (rule 11), stats, detail, history, retry and
-cleanup through the Queue handle, against both stores."""
+"""Subject subtrees, count, cancel (docs/concepts/leases.md, cancellation), stats,
+detail, history, retry and cleanup through the Queue handle."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.helpers import add, claim_one, new_job, request, settlement
-from tests.tasks import Embed, Summarize
 from venturi import ManualClock, Outcome, Queue, Status
 from venturi.store.base import Action, Store
+from venturi.testing.builders import add, claim_one, new_job, request, settlement
+from venturi.testing.tasks import Embed, Summarize
 
 S = dt.timedelta(seconds=1)
 
@@ -49,10 +49,10 @@ async def test_subject_subtree_is_literal(queue: Queue, query: str, expected: in
 
 async def test_count_by_kind_subject_and_statuses(queue: Queue, store: Store) -> None:
     ids = await _subjects(queue)
-    claimed = await claim_one(store, "test.summarize")
-    assert await queue.count(kind="test.embed") == len(SUBJECTS)
-    assert await queue.count(kind="test.summarize", subject="file:///a") == 1
-    assert await queue.count(kind="test.embed", subject="file:///a") == 3
+    claimed = await claim_one(store, "conformance.summarize")
+    assert await queue.count(kind="conformance.embed") == len(SUBJECTS)
+    assert await queue.count(kind="conformance.summarize", subject="file:///a") == 1
+    assert await queue.count(kind="conformance.embed", subject="file:///a") == 3
     assert await queue.count(subject="file:///a", statuses=["pending"]) == 3
     assert await queue.count(subject="file:///a", statuses=[Status.CLAIMED]) == 1
     assert await queue.count(statuses=["claimed", "completed"]) == 1
@@ -66,7 +66,7 @@ async def test_cancel_by_subject_deletes_the_subtree_and_journals(
     queue: Queue, store: Store
 ) -> None:
     ids = await _subjects(queue)
-    claimed = await claim_one(store, "test.summarize")
+    claimed = await claim_one(store, "conformance.summarize")
     assert await store.settle("w/1", settlement(claimed, Action.RELEASE))
     assert await queue.cancel(subject="file:///a/") == 4
     for subject in ("file:///a", "file:///a/x/y", "file:///a/%/_"):
@@ -100,7 +100,7 @@ async def test_cancel_refuses_to_match_everything(queue: Queue, kwargs: dict[str
 async def test_cancel_of_a_claimed_job_notifies_its_owner(queue: Queue, store: Store) -> None:
     ids = await _subjects(queue)
     async with store.listen() as listener:
-        claimed = await claim_one(store, "test.summarize")
+        claimed = await claim_one(store, "conformance.summarize")
         assert await queue.cancel(ids=[ids["file:///ab"]]) == 1  # pending: nobody to tell
         assert await queue.cancel(subject="file:///a") == 4
         message = None

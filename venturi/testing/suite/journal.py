@@ -1,14 +1,15 @@
-"""Rules 1, 2, 4, 5, 6 at the store level, against both stores."""
+"""A claim settled once and journaled once; the failure budget (docs/concepts/lifecycle.md,
+docs/concepts/failures.md)."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from tests.tasks import Embed
 from venturi import ManualClock, Outcome, Queue, Status
 from venturi.store.base import Action, ClaimRequest, Settlement, Store
+from venturi.testing.tasks import Embed
 
-LEASE = {"test.embed": dt.timedelta(seconds=10)}
+LEASE = {"conformance.embed": dt.timedelta(seconds=10)}
 
 
 async def test_claim_complete_journals_once(queue: Queue, store: Store) -> None:

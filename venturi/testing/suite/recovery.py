@@ -1,12 +1,12 @@
-"""Leases and recovery (rules 6, 8, 9) at the store level, against both stores."""
+"""Leases, renewal and recovery: lease expiry and boot recovery (docs/concepts/leases.md)."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from tests.helpers import add, claim_one, job, new_job, settlement
 from venturi import ManualClock, Outcome, Status
 from venturi.store.base import Action, LeaseRenewal, Store
+from venturi.testing.builders import add, claim_one, job, new_job, settlement
 
 LEASE = dt.timedelta(seconds=10)
 

@@ -1,5 +1,5 @@
-"""Enqueue through the Queue handle: dedup + merge (rule 10) and atomic batches,
-against both stores."""
+"""Enqueue through the Queue handle: dedup and merge (docs/concepts/dedup.md) and
+atomic batches."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import orjson
 import pytest
 
 import venturi
-from tests.helpers import add, claim_one, new_job, settlement
-from tests.tasks import Embed, Refresh, Summarize, Tick, Urgent
 from venturi import Enqueued, InvalidJob, ManualClock, Outcome, Priority, Queue, Status
 from venturi._ids import uuid7
 from venturi.store.base import Action, CountFilter, MergeUpdate, NewJobBatch, Store
+from venturi.testing.builders import add, claim_one, new_job, settlement
+from venturi.testing.tasks import Embed, Refresh, Summarize, Tick, Urgent
 
 S = dt.timedelta(seconds=1)
 
@@ -31,7 +31,7 @@ async def test_enqueue_stores_the_task(queue: Queue, clock: ManualClock) -> None
     row = await _row(queue, res.id)
     assert (row.kind, row.payload, row.priority, row.status, row.subject, row.dedup_key,
             row.max_failures, row.run_count, row.failure_count, row.carry, row.periodic) == (
-        "test.summarize", {"uri": "file:///s", "words": 7}, 2, Status.PENDING, "file:///s",
+        "conformance.summarize", {"uri": "file:///s", "words": 7}, 2, Status.PENDING, "file:///s",
         None, 25, 0, 0, None, False)
     assert (row.created_at, row.visible_at) == (clock.now(), clock.now() + 5 * S)
     at = clock.now() + dt.timedelta(hours=1)
@@ -47,7 +47,7 @@ async def test_keep_absorbs_the_new_enqueue(queue: Queue) -> None:
     assert (row.payload["version"], row.priority) == (1, Priority.NORMAL)
     assert [(e.outcome, e.run_no) for e in await queue.journal(first.id)] == [
         (Outcome.MERGED, 0)]
-    assert await queue.count(kind="test.refresh") == 1
+    assert await queue.count(kind="conformance.refresh") == 1
     other = await queue.enqueue(Refresh(uri="v", version=1))  # another key: its own job
     assert not other.merged and other.id != first.id
 
@@ -56,7 +56,7 @@ async def test_replace_takes_payload_and_priority_and_resets_carry(
     queue: Queue, store: Store
 ) -> None:
     first = await queue.enqueue(Refresh(uri="u", version=1))
-    claimed = await claim_one(store, "test.refresh")
+    claimed = await claim_one(store, "conformance.refresh")
     assert await store.settle("w/1", settlement(claimed, Action.FAIL, set_carry=True,
                                                carry='{"cursor": 9}'))
     res = await queue.enqueue(Refresh(uri="u", policy="replace", version=5), priority="high")
@@ -92,7 +92,7 @@ async def test_merge_moves_visible_at_earlier_never_later(
 
 async def test_a_claimed_job_is_not_a_merge_candidate(queue: Queue, store: Store) -> None:
     first = await queue.enqueue(Refresh(uri="u"))
-    await claim_one(store, "test.refresh")
+    await claim_one(store, "conformance.refresh")
     second = await queue.enqueue(Refresh(uri="u"))
     assert not second.merged and second.id != first.id
     assert await queue.journal(first.id) == []
@@ -122,7 +122,7 @@ async def test_enqueue_many_returns_ids_in_input_order(queue: Queue) -> None:
     ids = await queue.enqueue_many(tasks)
     for id, task in zip(ids, tasks, strict=True):
         row = await _row(queue, id)
-        assert (row.kind, row.payload) == (task.kind, task.to_json() and row.payload)
+        assert (row.kind, row.payload) == (task.kind, orjson.loads(task.to_json()))
         assert type(task).from_payload(row.payload) == task
     assert await queue.enqueue_many([]) == []
 
@@ -130,8 +130,8 @@ async def test_enqueue_many_returns_ids_in_input_order(queue: Queue) -> None:
 BAD_ITEMS: list[tuple[str, Any, str]] = [
     ("nul", Embed(uri="file:///a\x00b"), "NUL"),
     ("surrogate", Embed(uri="file:///\ud800"), "JSON"),
-    ("unknown-field", ("test.embed", {"uri": "x", "bogus": 1}), "bogus"),
-    ("unknown-kind", ("test.no-such-kind", {}), "test.no-such-kind"),
+    ("unknown-field", ("conformance.embed", {"uri": "x", "bogus": 1}), "bogus"),
+    ("unknown-kind", ("conformance.no-such-kind", {}), "conformance.no-such-kind"),
     ("not-a-task", object(), "Task"),
 ]
 
@@ -196,7 +196,7 @@ async def test_dedup_candidate_and_merge_into(store: Store, clock: ManualClock) 
     assert await store.journal(unkeyed.id) == []
 
 
-class Sloppy(venturi.Task, kind="test.sloppy-merge"):
+class Sloppy(venturi.Task, kind="conformance.sloppy-merge"):
     """Returns a With(...) of another task type: a bug the queue must refuse."""
 
     uri: str
@@ -223,7 +223,7 @@ async def test_a_merge_returning_another_task_type_is_refused(queue: Queue) -> N
 async def test_a_pending_job_that_no_longer_decodes_is_not_merged(
     queue: Queue, store: Store
 ) -> None:
-    (stale,) = await add(store, new_job("test.refresh", dedup_key="u", payload={"gone": 1}))
+    (stale,) = await add(store, new_job("conformance.refresh", dedup_key="u", payload={"gone": 1}))
     res = await queue.enqueue(Refresh(uri="u"))
     assert not res.merged and res.id != stale.id
     assert await store.journal(stale.id) == []
@@ -282,15 +282,17 @@ async def test_enqueue_many_bulk_path_keeps_subjects_periodic_and_options(queue:
     ids = await queue.enqueue_many(tasks)
     rows = [await _row(queue, id) for id in ids]
     assert [(r.kind, r.priority, r.max_failures, r.subject, r.periodic) for r in rows] == [
-        ("test.urgent", 0, 25, None, False), ("test.embed", 1, 3, "file:///e/", False),
-        ("test.tick", 1, 25, None, True), ("test.summarize", 2, 25, "file:///s", False)]
+        ("conformance.urgent", 0, 25, None, False),
+        ("conformance.embed", 1, 3, "file:///e/", False),
+        ("conformance.tick", 1, 25, None, True),
+        ("conformance.summarize", 2, 25, "file:///s", False)]
     with pytest.raises(InvalidJob) as info:
         await queue.enqueue_many([Embed(uri="ok"), BadSubject(uri="x")])
     assert info.value.index == 1 and "subject()" in str(info.value)
     assert await queue.count() == 4
 
 
-class BadSubject(venturi.Task, kind="test.bad-subject"):
+class BadSubject(venturi.Task, kind="conformance.bad-subject"):
     uri: str
 
     def subject(self) -> str | None:

@@ -1,12 +1,13 @@
-"""Rule 2 (claim) and rule 3 at store level (reserved slots), against both stores."""
+"""Claiming: runnable jobs in priority order under per-kind leases, and the reserved
+slots of docs/concepts/priorities.md."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from tests.helpers import add, claim_one, new_job, request, settlement
 from venturi import ManualClock, Status
 from venturi.store.base import Action, ClaimRequest, Store
+from venturi.testing.builders import add, claim_one, new_job, request, settlement
 
 
 async def test_claims_runnable_pending_of_requested_kinds_in_order(

@@ -1,15 +1,15 @@
-"""Rules 4-7 and 12 at the store level: guarded settlement, the journal, the
-failure budget, carry and periodic successors, against both stores."""
+"""Guarded settlement, the journal, the failure budget, carry and periodic successors
+(docs/concepts/lifecycle.md, failures.md, pause-and-carry.md, periodic.md)."""
 
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
 
-from tests.helpers import add, claim_one, job, new_job, request, settlement
 from venturi import ManualClock, Outcome, Status
 from venturi._ids import uuid7
 from venturi.store.base import Action, HistoryFilter, NewJob, Settlement, Store
+from venturi.testing.builders import add, claim_one, job, new_job, request, settlement
 
 
 async def _outcomes(store: Store, id: object) -> list[tuple[int, Outcome]]:
@@ -156,7 +156,7 @@ async def test_carry_can_be_cleared(store: Store) -> None:
     assert (await job(store, j.id)).carry is None
 
 
-# --- periodic (rule 12) ---------------------------------------------------------------
+# --- periodic (docs/concepts/periodic.md) ---------------------------------------------
 
 
 def _tick(**kw: Any) -> NewJob:
