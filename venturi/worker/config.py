@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from ..config import parse_address
 from ..errors import ConfigError, UnknownKind
 from ..task import Task, registered
 
@@ -23,15 +24,6 @@ def default_name() -> str:
     """``{hostname}:{pid}``: unique per process on a host (in a container, pid is often 1,
     and the hostname is the container's, which keeps it unique there too)."""
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def parse_address(address: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:9090`` for IPv6) to a (host, port) pair."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"--http {address!r} is not HOST:PORT (e.g. 127.0.0.1:9090)")
-    host = host.strip("[]") or "0.0.0.0"
-    return host, int(port)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

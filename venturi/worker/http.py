@@ -11,8 +11,8 @@ import contextlib
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from ..config import parse_address
 from ..logs import get_logger
-from .config import parse_address
 from .health import Health
 
 log = get_logger("venturi.worker")
