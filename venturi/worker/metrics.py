@@ -26,7 +26,7 @@ class KindMetrics:
 
 
 class WorkerMetrics:
-    """Counters and histograms the supervisor updates; ``registry`` is what
+    """Counters and histograms the worker's services update; ``registry`` is what
     ``/metrics`` exposes. Per-job work here is a few dict lookups."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
