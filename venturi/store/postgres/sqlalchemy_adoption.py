@@ -4,10 +4,11 @@
 SQLAlchemy's public way down is ``session.connection()`` (the connection of the
 session's current transaction; it begins one if none is open, as any statement
 through the session would), then its pooled DBAPI connection
-(``Connection.connection``) and that one's ``driver_connection``. The statements then run on that driver connection, so
-they are part of whatever the session commits or rolls back; venturi commits
-and rolls back nothing. A ``Connection`` not yet in a transaction is begun
-(SQLAlchemy's autobegin, done explicitly), so its ``commit()`` covers the job.
+(``Connection.connection``) and that one's ``driver_connection``. The statements
+then run on that driver connection, so they are part of whatever the session
+commits or rolls back; venturi commits and rolls back nothing. A ``Connection``
+not yet in a transaction is begun (SQLAlchemy's autobegin, done explicitly), so
+its ``commit()`` covers the job.
 
 One driver needs a nudge. SQLAlchemy's asyncpg adapter sends its ``BEGIN`` lazily,
 before the first statement that goes *through SQLAlchemy*; a statement sent to
