@@ -23,11 +23,11 @@ import asyncpg
 
 from ...errors import DatabaseError
 from .driver import Executor
+from .sqlstates import CLOSED
 
 ASYNC_ACCEPTED = ("an asyncpg Connection, a psycopg AsyncConnection, or a SQLAlchemy "
                   "AsyncConnection or AsyncSession")
 BLOCKING_ACCEPTED = "a psycopg Connection, or a SQLAlchemy Connection or Session"
-CLOSED = "conn= is closed: pass an open connection"
 
 
 def _module(name: str) -> Any:
@@ -60,7 +60,7 @@ def adopt_async(conn: Any, prefix: str, dsn: str | None) -> Executor:
     if isinstance(conn, asyncpg.Connection):
         if conn.is_closed():
             raise DatabaseError(CLOSED)
-        from .asyncpg_driver import AsyncpgExecutor
+        from .asyncpg_executor import AsyncpgExecutor
 
         return AsyncpgExecutor(conn, prefix, dsn)
     psycopg = _module("psycopg")

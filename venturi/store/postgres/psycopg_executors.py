@@ -39,10 +39,9 @@ from psycopg.types.array import ListBinaryDumper
 
 from ...errors import DatabaseError
 from .._sql import Query
-from .adoption import CLOSED
 from .driver import Row
 from .psycopg_errors import translate, translated
-from .sqlstates import ABORTED
+from .sqlstates import ABORTED, CLOSED
 
 
 def _binary_lists(cur: psycopg.RawCursor[Any] | psycopg.AsyncRawCursor[Any],

@@ -37,9 +37,8 @@ from sqlalchemy.orm import Session
 
 from ...errors import DatabaseError
 from .._sql import Query
-from .adoption import CLOSED
 from .driver import Executor, Row
-from .sqlstates import line
+from .sqlstates import CLOSED, line
 
 ASYNC_DRIVERS = ("asyncpg", "psycopg")
 BLOCKING_DRIVERS = ("psycopg",)
@@ -96,7 +95,7 @@ async def _driver_executor(target: AsyncSession | AsyncConnection, prefix: str,
             except Exception as exc:  # SQLAlchemy's DBAPI error around asyncpg's
                 raise DatabaseError(f"conn=: could not begin the transaction: {line(exc)}"
                                     ) from None
-        from .asyncpg_driver import AsyncpgExecutor
+        from .asyncpg_executor import AsyncpgExecutor
 
         return AsyncpgExecutor(driver, prefix, dsn)
     import psycopg

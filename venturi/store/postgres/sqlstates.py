@@ -12,6 +12,8 @@ from ...errors import DatabaseError, DatabaseUnavailable, InvalidJob, SchemaMiss
 
 # SQLSTATE classes of a server that is going away or not accepting connections.
 TRANSIENT_CLASSES = ("08", "57P")
+# The two states of a caller's connection (conn=) that no statement can use.
+CLOSED = "conn= is closed: pass an open connection"
 ABORTED = (
     "the transaction is aborted (a statement in it failed): roll it back, or back to a "
     "savepoint, before using it again"
