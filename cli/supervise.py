@@ -12,14 +12,31 @@ import typer
 import venturi
 import venturi.logs
 
-from . import loader, output, params
-from .admin import AppOption
-from .session import USAGE, DsnOption, JsonOption, PrefixOption, fail, run_async, session
+from . import django_project, loader, output, params
+from .session import (
+    USAGE,
+    DsnOption,
+    GlobalOptions,
+    JsonOption,
+    PrefixOption,
+    fail,
+    run_async,
+    session,
+)
+
+WorkerAppOption = Annotated[str | None, typer.Option(
+    "--app", envvar="VENTURI_APP", show_default=False,
+    help="Module defining the tasks, e.g. myproject.tasks (env VENTURI_APP).")]
+DjangoOption = Annotated[str | None, typer.Option(
+    "--django", show_default=False,
+    help="Django settings module, e.g. myproject.settings: run the project's Django "
+         "tasks (its VenturiBackend's queues; DSN and prefix from its settings).")]
 
 
 def worker(
     ctx: typer.Context,
-    app: AppOption,
+    app: WorkerAppOption = None,
+    django: DjangoOption = None,
     kinds: Annotated[str | None, typer.Option(
         help="Comma-separated subset of the module's kinds (default: all of them).")] = None,
     concurrency: Annotated[int, typer.Option(min=1, max=10_000,
@@ -39,10 +56,14 @@ def worker(
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
     dsn: DsnOption = None, prefix: PrefixOption = None,
 ) -> None:
-    """Run a worker for the tasks of --app until drained (SIGTERM, `venturi drain`)."""
+    """Run a worker for the tasks of --app (and/or --django) until drained (SIGTERM,
+    `venturi drain`)."""
     # First: from here on a SIGTERM or SIGINT drains, whatever the start is doing (the
     # application's import, connecting, the boot), instead of killing the process.
     with venturi.Worker.handling_signals():
+        if app is None and django is None:
+            fail("give --app MODULE (venturi tasks) or --django SETTINGS (Django tasks)",
+                 code=USAGE)
         s = session(ctx, dsn, prefix)
         wanted = params.kinds(kinds)
         drain_grace = params.duration(grace, "--grace")
@@ -51,12 +72,21 @@ def worker(
             fail(f"--log-format: {log_format!r} is not json or console", code=USAGE)
         if log_level.lower() not in ("debug", "info", "warning", "error"):
             fail(f"--log-level: {log_level!r} is not debug, info, warning or error", code=USAGE)
+        tasks = loader.app_tasks(app) if app is not None else {}
+        queue_prefix = s.prefix
+        if django is not None:
+            glob = ctx.obj if isinstance(ctx.obj, GlobalOptions) else GlobalOptions()
+            project = django_project.load(django, prefix or glob.prefix)
+            tasks.update((cls.__task__.kind, cls) for cls in project.tasks)
+            queue_prefix = project.backend.prefix
+            if not s.dsn:
+                s = s.with_dsn(project.dsn)
         target = s.require_dsn()
-        tasks = loader.app_tasks(app)
         unknown = [k for k in wanted or [] if k not in tasks]
         if unknown:
+            source = " and ".join(x for x in (app, django) if x)
             fail(f"--kinds: unknown kind{'s' if len(unknown) > 1 else ''} "
-                 f"{', '.join(map(repr, unknown))}; {app} defines: {', '.join(tasks)}")
+                 f"{', '.join(map(repr, unknown))}; {source} defines: {', '.join(tasks)}")
 
         try:
             config = venturi.WorkerConfig(
@@ -74,12 +104,14 @@ def worker(
             async with contextlib.AsyncExitStack() as stack:
                 with venturi.Worker.cancelled_by_signal() as connecting:
                     q = await stack.enter_async_context(venturi.Queue.connect(
-                        target, prefix=s.prefix, listen_dsn=listen_dsn, pooler=s.pooler))
+                        target, prefix=queue_prefix, listen_dsn=listen_dsn, pooler=s.pooler))
                 if connecting.cancel_called:
                     venturi.logs.get_logger("venturi.cli").info(
                         "worker_not_started", reason="signalled before it connected")
                     return 0  # nothing was claimed
-                w = venturi.Worker(q, list(tasks.values()), config=config)
+                lifespan = None if django is None else django_project.lifespan(
+                    q, project.backend, config)
+                w = venturi.Worker(q, list(tasks.values()), config=config, lifespan=lifespan)
                 await w.run()
                 return w.exit_code or 0
 

@@ -13,9 +13,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 # The public package plus the helpers the CLI is meant to share with it: its config
 # helpers, logging setup, the task registry, the embedded server and examples that
-# `venturi dev` runs, and the dashboard and its server that `venturi web` runs.
+# `venturi dev` runs, the dashboard and its server that `venturi web` runs, and the
+# Django project `venturi worker --django` runs the tasks of.
 ALLOWED = {"venturi", "venturi.config", "venturi.logs", "venturi.task",
-           "venturi.embedded", "venturi.examples", "venturi.web", "venturi.web.server"}
+           "venturi.embedded", "venturi.examples", "venturi.web", "venturi.web.server",
+           "venturi.contrib.django.project"}
 
 
 def _imports(path: Path) -> set[str]:
