@@ -772,7 +772,8 @@ class Worker:
                         self._abandon(h)
 
     async def _heartbeat(self) -> None:
-        started = dt.datetime.now(dt.UTC)
+        # Database time (boot measured the offset): this host's wall clock may be off.
+        started = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=self._db_offset)
         interval = self.config.heartbeat_interval.total_seconds()
         while True:
             info = WorkerInfo(
