@@ -85,7 +85,10 @@ class Result:
 
 
 class Testbed:
-    """``Testbed(["db", "app", "w1", ...], logdir)``; ``await open()``, ``await close()``."""
+    """``Testbed(["db", "app", "w1", ...], logdir)``: ``open_network()``, a ``database``,
+    workers and a producer; ``await close()`` removes it all."""
+
+    __test__ = False  # not a test class, whatever pytest makes of the name
 
     def __init__(self, hosts: Sequence[str], logdir: Path) -> None:
         sweep()
