@@ -12,7 +12,7 @@ import datetime as dt
 import json
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from itertools import repeat
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 import asyncpg
@@ -27,7 +27,7 @@ from ..errors import (
     InvalidJob,
     SchemaMissing,
 )
-from . import _sql
+from . import _connect, _sql
 from .base import (
     Action,
     ClaimRequest,
@@ -286,6 +286,7 @@ class PostgresStore(Store):
                 dsn, min_size=min_size, max_size=max_size, timeout=connect_timeout,
                 statement_cache_size=0 if pooler else 256,
                 max_inactive_connection_lifetime=60.0, reset=_keep_session,
+                connect=cast(Any, _connect.connect),  # the stubs' protocol spells out every option
             )
         except (ValueError, TypeError, asyncpg.ClientConfigurationError) as exc:
             # Before the transient errors: ClientConfigurationError is an InterfaceError.
@@ -895,7 +896,7 @@ class PostgresIdentityLock(IdentityLock):
         self.lost = asyncio.Event()
         lost = self.lost
         with _translated(self._prefix, self._dsn):
-            self._conn = await asyncpg.connect(self._dsn, timeout=10, statement_cache_size=0)
+            self._conn = await _connect.connect(self._dsn, timeout=10, statement_cache_size=0)
             self._conn.add_termination_listener(lambda _c: lost.set())
             got: bool = await self._conn.fetchval(self._sql, self._prefix, self._name)
         if not got:
@@ -935,7 +936,7 @@ class PostgresListener(Listener):
 
     async def __aenter__(self) -> PostgresListener:
         with _translated(self._prefix, self._dsn):
-            self._conn = await asyncpg.connect(self._dsn, timeout=10, statement_cache_size=0)
+            self._conn = await _connect.connect(self._dsn, timeout=10, statement_cache_size=0)
             self._conn.add_termination_listener(lambda _c: self._queue.put_nowait(None))
             for channel, label in ((f"{self._prefix}jobs", "jobs"),
                                    (f"{self._prefix}control", "control")):
