@@ -116,6 +116,19 @@ class Network:
     def heal(self, host: str) -> None:
         _ip("-n", self.switch, "link", "set", self._port[host], "up")
 
+    def vanish(self, host: str) -> None:
+        """``host`` disappears without a trace: every other host keeps its link-layer
+        address (so nobody is told it is unreachable) and its switch port goes down, so
+        whatever is sent to it is silently dropped, as on a routed network when a machine
+        dies. A connection attempt to it hangs until its timeout."""
+        shown = _ip("-n", self.ns(host), "-o", "link", "show", "eth0").stdout
+        mac = shown.split("link/ether ", 1)[1].split()[0]
+        for other in self.hosts:
+            if other != host:
+                _ip("-n", self.ns(other), "neigh", "replace", self._address[host], "lladdr",
+                    mac, "dev", "eth0", "nud", "permanent")
+        self.cut(host)
+
     def destroy(self) -> None:
         """Delete every namespace made (their veth pairs go with them)."""
         while self._made:

@@ -1,8 +1,9 @@
 """Faults beyond one host at the small size (``python -m benchmarks.hosts ... --size
 full`` is the larger run): a worker host partitioned from the database and healed, a
-slow and lossy link, and a failover to a synchronous standby. Each run checks the same
-promises at the end: every job completed once, hole-free journals, nothing left
-claimed, every completion a run that was recorded, workers exiting 0 on SIGTERM."""
+slow and lossy link, and failovers to a synchronous standby (the old primary stopped,
+or its host vanished). Each run checks the same promises at the end: every job
+completed once, hole-free journals, nothing left claimed, every completion a run that
+was recorded, workers exiting 0 on SIGTERM."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.hosts import SIZES, failover, lossy, partition
+from benchmarks.hosts import SIZES, failover, failover_host_lost, lossy, partition
 from tests.hosts.testbed import Result
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300),
@@ -58,4 +59,13 @@ async def test_failover_to_a_synchronous_standby_loses_nothing_acknowledged(
     # Settlements in doubt at the failover (sent, never acknowledged) are not counted:
     # those that had reached the standby are refused when the worker sends them again.
     assert result.checks["acknowledged"] > result.jobs // 2
+    assert result.checks["acked_lost"] == 0
+
+
+async def test_failover_when_the_primary_host_vanishes(tmp_path: Path) -> None:
+    """The old primary's host goes silent (nothing refused, packets dropped): connections
+    to it end within venturi/store/_connect.py's bound, and reconnects skip it."""
+    result = await failover_host_lost(SIZES["small"], tmp_path)
+    promises_held(result)
+    assert result.figures["acknowledged enqueues lost"] == 0
     assert result.checks["acked_lost"] == 0
