@@ -82,7 +82,7 @@ def dev(
     if options.dsn is None and not embedded.available():
         _fail(f"no database given (--dsn or VENTURI_DSN) and {embedded.INSTALL_HINT}")
 
-    from venturi.logs import configure
+    from venturi.logs import configure, reset
 
     configure(level="info" if verbose else "warning")
     try:
@@ -91,6 +91,8 @@ def dev(
         _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+    finally:
+        reset()
     raise typer.Exit(code)
 
 

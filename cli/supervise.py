@@ -6,7 +6,6 @@ import asyncio
 from datetime import timedelta
 from typing import Annotated, Any
 
-import structlog
 import typer
 
 import venturi
@@ -77,7 +76,7 @@ def worker(
     try:
         code = run_async(go, dsn=target)
     finally:
-        structlog.reset_defaults()  # CliRunner tests run many commands in one process
+        venturi.logs.reset()  # CliRunner tests run many commands in one process
     raise typer.Exit(code)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 import os
 import secrets
 import socket
@@ -24,6 +25,19 @@ from venturi.store.base import Store
 from venturi.store.postgres import PostgresStore
 
 DEFAULT_DSN = "postgresql://root@127.0.0.1:5432/test"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def venturi_logs_at_debug() -> Iterator[None]:
+    """The suite listens to venturi's events at every level, as an application that
+    wants them does: tests assert them with ``structlog.testing.capture_logs()``, and
+    the worker emits its per-job events only when ``venturi.worker`` is enabled for
+    DEBUG (docs/operations/logging.md)."""
+    logger = logging.getLogger("venturi")
+    saved = logger.level
+    logger.setLevel(logging.DEBUG)
+    yield
+    logger.setLevel(saved)
 
 
 def _reachable(host: str, port: int) -> bool:

@@ -19,16 +19,16 @@ from typing import Any
 from uuid import UUID
 
 import anyio
-import structlog
 
 from .. import _codec
 from .._ids import uuid7
 from ..errors import InvalidJob, PayloadDecodeError
+from ..logs import get_logger
 from ..store.base import Action, JobRecord, Settlement
 from ..task import Context, GiveUp, Pause, Task
 from .periodic import next_tick
 
-log = structlog.get_logger("venturi.worker")
+log = get_logger("venturi.worker")
 
 MAX_NOTE = 500
 

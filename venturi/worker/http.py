@@ -10,15 +10,15 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING
 
-import structlog
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..errors import ConfigError
+from ..logs import get_logger
 
 if TYPE_CHECKING:
     from .supervisor import Worker
 
-log = structlog.get_logger("venturi.worker")
+log = get_logger("venturi.worker")
 
 
 def parse_address(address: str) -> tuple[str, int]:

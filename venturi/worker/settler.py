@@ -12,9 +12,8 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import structlog
-
 from ..errors import DatabaseError, DatabaseUnavailable
+from ..logs import get_logger
 from ..store.base import Settled, Settlement
 from .executor import classify
 
@@ -22,7 +21,7 @@ if TYPE_CHECKING:
     from .supervisor import Worker
 
 MAX_BATCH = 1000
-log = structlog.get_logger("venturi.worker")
+log = get_logger("venturi.worker")
 
 
 class Settler:

@@ -25,10 +25,10 @@ from typing import Any
 from uuid import UUID
 
 import anyio
-import structlog
 
 from .._ids import uuid7
 from ..errors import ConfigError, DatabaseUnavailable, UnknownKind
+from ..logs import get_logger
 from ..notices import Cancel, Drain, InvalidNotice, parse_control, parse_job_notice
 from ..queue import Queue
 from ..store.base import (
@@ -53,7 +53,7 @@ from .metrics import WorkerMetrics
 from .periodic import next_tick
 from .settler import Settler
 
-log = structlog.get_logger("venturi.worker")
+log = get_logger("venturi.worker")
 
 Lifespan = Callable[[], AbstractAsyncContextManager[Any]]
 LISTEN_PING_INTERVAL = 10.0
