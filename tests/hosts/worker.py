@@ -13,7 +13,6 @@ import argparse
 import sys
 
 import anyio
-import structlog
 
 import venturi
 
@@ -43,12 +42,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str]) -> int:
-    structlog.configure(processors=[
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso"),
-        structlog.processors.format_exc_info,
-        structlog.processors.JSONRenderer(),
-    ])
+    venturi.logs.configure("json", "info")  # as `venturi worker --log-format json` does
     return anyio.run(_run, _parse(argv))
 
 
