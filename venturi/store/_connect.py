@@ -14,11 +14,17 @@ Two things asyncpg does not do on its own, both needed when a host dies without 
   store's usual reconnect takes over. A statement that merely runs long sends nothing
   unacknowledged, and keepalives are answered by the server's kernel: neither is cut.
 
+The dedicated sessions (LISTEN, the identity lock) also ask the server to probe their
+client (``server_aware``): a session whose worker vanished with its host would otherwise
+hold its worker name's lock until the server's TCP noticed, two hours by default, and
+a replacement under the same name would be refused all that time.
+
 See docs/operations/high-availability.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from typing import Any
@@ -77,6 +83,18 @@ def bound_silence(conn: Any) -> None:
                             int(SILENT_PEER * 1000))
     except OSError:
         pass
+
+
+# Session settings any user may set; 15 s of silence, like SILENT_PEER on our side.
+_SERVER_PROBES = ("SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 5;"
+                  " SET tcp_keepalives_count = 2; SET tcp_user_timeout = 15000")
+
+
+async def server_aware(conn: Any) -> None:
+    """Have the server probe this session's client (best effort: a server too old for
+    ``tcp_user_timeout`` keeps its defaults)."""
+    with contextlib.suppress(asyncpg.PostgresError):
+        await conn.execute(_SERVER_PROBES)
 
 
 async def connect(dsn: str, *args: Any, timeout: float = 60.0,  # noqa: ASYNC109 - asyncpg's

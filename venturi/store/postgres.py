@@ -873,19 +873,22 @@ class PostgresStore(Store):
 
     def identity_lock(self, name: str) -> IdentityLock:
         return PostgresIdentityLock(self._direct_dsn("the worker identity lock"), self.prefix,
-                                    name, self._q["identity_lock"].sql)
+                                    name, self._q["identity_lock"].sql,
+                                    self._q["identity_reclaim"].sql)
 
 
 class PostgresIdentityLock(IdentityLock):
     """A session advisory lock on a dedicated connection (not the pool: a pooled
     connection would carry the lock back into the pool, or lose it in a pooler)."""
 
-    def __init__(self, dsn: str, prefix: str, name: str, sql: str) -> None:
+    def __init__(self, dsn: str, prefix: str, name: str, sql: str, reclaim_sql: str) -> None:
         self._dsn = dsn
         self._prefix = prefix
         self._name = name
         self._sql = sql
+        self._reclaim_sql = reclaim_sql
         self._conn: Any = None
+        self._holder: int | None = None  # backend pid of the session that took the lock
         self.lost = asyncio.Event()
 
     async def __aenter__(self) -> PostgresIdentityLock:
@@ -898,10 +901,20 @@ class PostgresIdentityLock(IdentityLock):
         with _translated(self._prefix, self._dsn):
             self._conn = await _connect.connect(self._dsn, timeout=10, statement_cache_size=0)
             self._conn.add_termination_listener(lambda _c: lost.set())
+            await _connect.server_aware(self._conn)
             got: bool = await self._conn.fetchval(self._sql, self._prefix, self._name)
+            if not got and self._holder is not None and await self._conn.fetchval(
+                    self._reclaim_sql, self._holder, self._prefix, self._name):
+                for _ in range(50):  # the ended session lets go as it exits
+                    await asyncio.sleep(0.1)
+                    got = await self._conn.fetchval(self._sql, self._prefix, self._name)
+                    if got:
+                        break
         if not got:
             await self._close()
-        return got
+            return False
+        self._holder = self._conn.get_server_pid()
+        return True
 
     async def ping(self) -> None:
         conn = self._conn
@@ -938,6 +951,7 @@ class PostgresListener(Listener):
         with _translated(self._prefix, self._dsn):
             self._conn = await _connect.connect(self._dsn, timeout=10, statement_cache_size=0)
             self._conn.add_termination_listener(lambda _c: self._queue.put_nowait(None))
+            await _connect.server_aware(self._conn)
             for channel, label in ((f"{self._prefix}jobs", "jobs"),
                                    (f"{self._prefix}control", "control")):
                 await self._conn.add_listener(channel, self._callback(label))

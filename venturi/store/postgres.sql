@@ -559,5 +559,14 @@ SELECT (SELECT ok FROM gate), (SELECT count(*) FROM d)
 -- Rule 9: one live worker per (queue, name); held by a dedicated session for life.
 SELECT pg_try_advisory_lock(hashtextextended('venturi:worker:' || $1::text || ':' || $2::text, 0))
 
+-- name: identity_reclaim
+-- Rule 9, after a partition: end our own earlier session if it still holds the name's
+-- lock. Its client end died without the server hearing of it, and the server would
+-- keep it (and the lock) until its TCP noticed. Only that pid, holding this very lock.
+SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks AS l
+WHERE l.locktype = 'advisory' AND l.granted AND l.pid = $1
+  AND ((l.classid::bigint << 32) | l.objid::bigint)
+      = hashtextextended('venturi:worker:' || $2::text || ':' || $3::text, 0)
+
 -- name: db_now
 SELECT now()
