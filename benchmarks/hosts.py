@@ -43,15 +43,16 @@ STANDBY_LAG = 2.0  # seconds the standby is cut off before the primary fails
 class Size:
     jobs: int
     window: float  # seconds over which the jobs are produced
-    cut: float = 8.0  # how long the partition lasts
+    cut: float = 20.0  # how long the partition lasts: past the store's SILENT_PEER bound
+    cut_window: float = 36.0  # the partition run's production window: work left after the heal
     slow_every: int = 20  # every n-th job outlasts a lease
     concurrency: int = 8
     timeout: float = 120.0
 
 
 SIZES = {
-    "small": Size(jobs=2_000, window=20.0, cut=8.0),
-    "full": Size(jobs=20_000, window=150.0, cut=30.0, timeout=300.0),
+    "small": Size(jobs=1_500, window=12.0),
+    "full": Size(jobs=20_000, window=150.0, cut=30.0, cut_window=150.0, timeout=300.0),
 }
 
 
@@ -84,7 +85,7 @@ async def partition(size: Size, logdir: Path) -> Result:
         await bed.migrate()
         dsn = _dsn(db.hostport)
         await _setup(bed, size, dict.fromkeys(WORKERS, dsn))
-        bed.start_producer("app", dsn, size.jobs, size.window, size.slow_every)
+        bed.start_producer("app", dsn, size.jobs, size.cut_window, size.slow_every)
         victim = "w1"
 
         # Cut while a slow run started on w1 less than a second ago: it cannot finish
@@ -96,7 +97,7 @@ async def partition(size: Size, logdir: Path) -> Result:
             ended = {(r.job_id, r.run_no) for r in runs if r.event == "end"}
             return any(r.slow and now - r.at < 1.0 and (r.job_id, r.run_no) not in ended
                        for r in _starts(runs, victim))
-        await asyncio.sleep(size.window * 0.3)
+        await asyncio.sleep(size.cut_window * 0.2)
         await bed.wait(slow_run_fresh, 30, "a slow run to start on w1", interval=0.02)
         bed.net.cut(victim)
         cut_at = time.monotonic()
@@ -159,7 +160,7 @@ async def lossy(size: Size, logdir: Path) -> Result:
         proxy = bed.spawn("w3", [sys.executable, "-m", "tests.hosts.proxy",
                                  "--listen", "127.0.0.1:6432", "--upstream", db.hostport,
                                  "--delay", str(PROXY_DELAY), "--stall-rate", "0.05",
-                                 "--reset-rate", "0.03", "--seed", "7",
+                                 "--reset-rate", "0.03", "--storm-every", "4", "--seed", "7",
                                  "--max-seconds", str(size.window + size.timeout + 120)],
                           "proxy")
         await bed.wait(lambda: "proxy_listening" in proxy.output(), 30, "the proxy")

@@ -2,7 +2,8 @@
 no iptables, so the test routes one host's database traffic through this proxy instead.
 
     python -m tests.hosts.proxy --listen 127.0.0.1:6432 --upstream 10.213.0.1:5432 \
-        --delay 0.2 --stall-rate 0.03 --reset-rate 0.02 --seed 7 --max-seconds 600
+        --delay 0.2 --stall-rate 0.03 --reset-rate 0.02 --storm-every 4 --seed 7 \
+        --max-seconds 600
 
 Run on the host itself (``ip netns exec``): its workers connect to the proxy on the
 host's loopback, and the proxy to the database host over the host's link. Every byte is
@@ -10,7 +11,8 @@ delivered ``delay`` seconds after it arrived, in each direction (so a round trip
 ``2 * delay`` longer), in order and pipelined. Each second, each connection stalls with
 probability ``stall-rate`` (one direction stops for 0.5 to 2.5 s, its bytes held) and is
 reset with probability ``reset-rate`` (both sockets closed with RST, as when a NAT or a
-firewall drops the flow). On SIGTERM, or after ``max-seconds``, it prints one JSON line
+firewall drops the flow); ``storm-every`` adds faults on a schedule, so that a short run
+is sure to see some. On SIGTERM, or after ``max-seconds``, it prints one JSON line
 with what it did and exits.
 """
 
@@ -57,6 +59,7 @@ class Link:
         self.args, self.rng, self.stats = args, rng, stats
         self.stalled_until = [0.0, 0.0]
         self.resetting = False
+        self.reset_now = asyncio.Event()
 
     async def serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         self.stats.connections += 1
@@ -80,18 +83,21 @@ class Link:
                 else:
                     w.close()
 
+    def stall(self, direction: int, seconds: float) -> None:
+        self.stats.stalls += 1
+        until = asyncio.get_running_loop().time() + seconds
+        self.stalled_until[direction] = max(self.stalled_until[direction], until)
+
     async def _chaos(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
-            await asyncio.sleep(1.0)
-            if self.rng.random() < self.args.reset_rate:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.reset_now.wait(), 1.0)
+            if self.reset_now.is_set() or self.rng.random() < self.args.reset_rate:
                 self.stats.resets += 1
                 self.resetting = True
                 return  # ends serve(): both sides are reset
             if self.rng.random() < self.args.stall_rate:
-                self.stats.stalls += 1
-                direction = self.rng.randrange(2)
-                self.stalled_until[direction] = loop.time() + self.rng.uniform(0.5, 2.5)
+                self.stall(self.rng.randrange(2), self.rng.uniform(0.5, 2.5))
 
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                     direction: int) -> None:
@@ -132,8 +138,29 @@ async def main_async(args: argparse.Namespace) -> Stats:
     stats = Stats()
     rng = random.Random(args.seed)
     host, port = _host_port(args.listen)
-    server = await asyncio.start_server(
-        lambda r, w: Link(args, rng, stats).serve(r, w), host, port, reuse_address=True)
+    links: set[Link] = set()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        link = Link(args, rng, stats)
+        links.add(link)
+        try:
+            await link.serve(reader, writer)
+        finally:
+            links.discard(link)
+
+    async def storms() -> None:
+        """Besides the random faults, every ``storm-every`` seconds: every connection
+        stalls for 1.5 s, and half a period later one of them is reset."""
+        while True:
+            await asyncio.sleep(args.storm_every / 2)
+            for link in list(links):
+                link.stall(rng.randrange(2), 1.5)
+            await asyncio.sleep(args.storm_every / 2)
+            if links:
+                rng.choice(sorted(links, key=id)).reset_now.set()
+
+    server = await asyncio.start_server(serve, host, port, reuse_address=True)
+    storm = asyncio.create_task(storms()) if args.storm_every > 0 else None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
@@ -142,6 +169,8 @@ async def main_async(args: argparse.Namespace) -> Stats:
     began = time.monotonic()
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), args.max_seconds - (time.monotonic() - began))
+    if storm is not None:
+        storm.cancel()
     server.close()
     return stats
 
@@ -153,6 +182,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--delay", type=float, default=0.2)
     p.add_argument("--stall-rate", type=float, default=0.0)
     p.add_argument("--reset-rate", type=float, default=0.0)
+    p.add_argument("--storm-every", type=float, default=0.0)
     p.add_argument("--seed", type=int)
     p.add_argument("--max-seconds", type=float, default=600.0)
     args = p.parse_args(argv)
