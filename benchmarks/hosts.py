@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shlex
+import signal
 import sys
 import tempfile
 import time
@@ -161,11 +162,13 @@ async def lossy(size: Size, logdir: Path) -> Result:
                                  "--listen", "127.0.0.1:6432", "--upstream", db.hostport,
                                  "--delay", str(PROXY_DELAY), "--stall-rate", "0.05",
                                  "--reset-rate", "0.03", "--storm-every", "4", "--seed", "7",
+                                 "--arm-on-signal",
                                  "--max-seconds", str(size.window + size.timeout + 120)],
                           "proxy")
         await bed.wait(lambda: "proxy_listening" in proxy.output(), 30, "the proxy")
         await _setup(bed, size, {"w1": dsn, "w2": dsn,
                                  "w3": "postgresql://root@127.0.0.1:6432/postgres"})
+        proxy.popen.send_signal(signal.SIGUSR1)  # the faults begin once w3 has booted
         bed.start_producer("app", dsn, size.jobs, size.window, size.slow_every)
         result = await bed.finish(size.jobs, size.timeout)
         proxy.terminate()

@@ -12,8 +12,9 @@ delivered ``delay`` seconds after it arrived, in each direction (so a round trip
 probability ``stall-rate`` (one direction stops for 0.5 to 2.5 s, its bytes held) and is
 reset with probability ``reset-rate`` (both sockets closed with RST, as when a NAT or a
 firewall drops the flow); ``storm-every`` adds faults on a schedule, so that a short run
-is sure to see some. On SIGTERM, or after ``max-seconds``, it prints one JSON line
-with what it did and exits.
+is sure to see some; with ``--arm-on-signal`` nothing goes wrong until SIGUSR1, so that
+the workers behind it boot first (``venturi worker`` does not start without a database).
+On SIGTERM, or after ``max-seconds``, it prints one JSON line with what it did and exits.
 """
 
 from __future__ import annotations
@@ -55,8 +56,9 @@ def _reset(writer: asyncio.StreamWriter) -> None:
 class Link:
     """One proxied connection: two directions, each a reader feeding a delayed writer."""
 
-    def __init__(self, args: argparse.Namespace, rng: random.Random, stats: Stats) -> None:
-        self.args, self.rng, self.stats = args, rng, stats
+    def __init__(self, args: argparse.Namespace, rng: random.Random, stats: Stats,
+                 armed: asyncio.Event) -> None:
+        self.args, self.rng, self.stats, self.armed = args, rng, stats, armed
         self.stalled_until = [0.0, 0.0]
         self.resetting = False
         self.reset_now = asyncio.Event()
@@ -89,6 +91,7 @@ class Link:
         self.stalled_until[direction] = max(self.stalled_until[direction], until)
 
     async def _chaos(self) -> None:
+        await self.armed.wait()
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.reset_now.wait(), 1.0)
@@ -139,9 +142,12 @@ async def main_async(args: argparse.Namespace) -> Stats:
     rng = random.Random(args.seed)
     host, port = _host_port(args.listen)
     links: set[Link] = set()
+    armed = asyncio.Event()
+    if not args.arm_on_signal:
+        armed.set()
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        link = Link(args, rng, stats)
+        link = Link(args, rng, stats, armed)
         links.add(link)
         try:
             await link.serve(reader, writer)
@@ -151,6 +157,7 @@ async def main_async(args: argparse.Namespace) -> Stats:
     async def storms() -> None:
         """Besides the random faults, every ``storm-every`` seconds: every connection
         stalls for 1.5 s, and half a period later one of them is reset."""
+        await armed.wait()
         while True:
             await asyncio.sleep(args.storm_every / 2)
             for link in list(links):
@@ -165,6 +172,7 @@ async def main_async(args: argparse.Namespace) -> Stats:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, armed.set)
     print(json.dumps({"event": "proxy_listening", "listen": args.listen}), flush=True)
     began = time.monotonic()
     with contextlib.suppress(TimeoutError):
@@ -183,6 +191,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--stall-rate", type=float, default=0.0)
     p.add_argument("--reset-rate", type=float, default=0.0)
     p.add_argument("--storm-every", type=float, default=0.0)
+    p.add_argument("--arm-on-signal", action="store_true",
+                   help="no faults until SIGUSR1 (once the workers have booted)")
     p.add_argument("--seed", type=int)
     p.add_argument("--max-seconds", type=float, default=600.0)
     args = p.parse_args(argv)
