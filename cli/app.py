@@ -14,7 +14,7 @@ import typer
 
 import venturi
 
-from . import admin, queries, supervise
+from . import admin, queries, supervise, web
 from .session import GlobalOptions
 
 app = typer.Typer(
@@ -57,6 +57,7 @@ def _global(
 supervise.register(app)
 queries.register(app)
 admin.register(app)
+web.register(app)
 
 __all__ = ["app", "main"]
 

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # The library's public modules: the package, its config helpers, logging setup, the task
 # registry, the worker's metrics, and the embedded server and examples that `venturi dev` runs.
 ALLOWED = {"venturi", "venturi.config", "venturi.logs", "venturi.task", "venturi.worker",
-           "venturi.embedded", "venturi.examples"}
+           "venturi.embedded", "venturi.examples", "venturi.web", "venturi.web.server"}
 
 
 def _imports(path: Path) -> set[str]:
