@@ -23,6 +23,7 @@ import pytest
 import venturi
 from venturi import Outcome
 
+from ..ci import unavailable
 from . import tasks
 from .fleet import FAKETIME_LIB, skew_worker
 from .testbed import Testbed
@@ -38,7 +39,7 @@ TICKS = 4  # periodic occurrences to see per kind
 @pytest.fixture
 async def skewed(tmp_path: Path) -> AsyncIterator[tuple[Testbed, dt.datetime]]:
     if not FAKETIME_LIB.exists():
-        pytest.skip(f"libfaketime is not installed ({FAKETIME_LIB}; apt-get install libfaketime)")
+        unavailable(f"libfaketime is not installed ({FAKETIME_LIB}; apt-get install libfaketime)")
     bed = Testbed(["db", *SKEW], tmp_path)
     try:
         bed.open_network()
