@@ -19,7 +19,7 @@ def reservations(batches: list[int]) -> list[tuple[int, int, int]]:
     fairness = Fairness()
     out = []
     for size in batches:
-        normal, low = fairness.split(size)
+        low, normal = fairness.split(size)  # the order of ClaimRequest.reservations()
         out.append((size, normal, low))
         fairness.advance(size)
     return out
@@ -65,10 +65,10 @@ def test_short_claims_move_the_counter_by_what_was_claimed() -> None:
     """A batch that came back short (less work than slots) moves the counter only by the
     claims made, so the next batch starts where the last claim ended."""
     fairness = Fairness()
-    assert fairness.split(4) == (0, 1)  # positions 0-3: 0 is the low tier's
+    assert fairness.split(4) == (1, 0)  # (low, normal): positions 0-3: 0 is the low tier's
     fairness.advance(2)  # two claimed
-    assert fairness.split(4) == (1, 0)  # positions 2-5: 5 is the normal tier's
+    assert fairness.split(4) == (0, 1)  # positions 2-5: 5 is the normal tier's
     fairness.advance(0)
-    assert fairness.split(4) == (1, 0)
+    assert fairness.split(4) == (0, 1)
     fairness.advance(4)
-    assert fairness.split(5) == (0, 1)  # positions 6-10: 10 is the low tier's again
+    assert fairness.split(5) == (1, 0)  # positions 6-10: 10 is the low tier's again
