@@ -22,11 +22,11 @@ INSTALL = "--django needs Django 6 (Python 3.12 or later): pip install 'venturi[
 def load(settings_module: str, prefix: str | None) -> Project:
     """The project's backend, its queues' task classes and its DSN; one line on failure."""
     try:
-        from venturi.contrib.django import project
+        from venturi.contrib.django.project import load as load_project
     except ImportError as exc:
         fail(f"{INSTALL} ({exc})")
     try:
-        return project.load(settings_module, prefix)
+        return load_project(settings_module, prefix)
     except ModuleNotFoundError as exc:
         fail(f"--django {settings_module}: no module named {exc.name!r} (is it on PYTHONPATH?)")
     except Exception as exc:
@@ -37,6 +37,6 @@ def load(settings_module: str, prefix: str | None) -> Project:
 def lifespan(queue: venturi.Queue, backend: VenturiBackend, config: venturi.WorkerConfig
              ) -> Lifespan:
     """The worker's lifespan for Django jobs (their thread pool, their worker id)."""
-    from venturi.contrib.django import project
+    from venturi.contrib.django.project import lifespan as project_lifespan
 
-    return project.lifespan(queue, backend, config)
+    return project_lifespan(queue, backend, config)

@@ -8,23 +8,23 @@ import pytest
 pytest.importorskip("django", reason="Django 6 needs Python >= 3.12: .ci/run runs "
                     "tests/django in a 3.12 virtualenv")
 
-import datetime as dt  # noqa: E402
-import uuid  # noqa: E402
-import zoneinfo  # noqa: E402
+import datetime as dt
+import uuid
+import zoneinfo
 
-from django.conf import settings  # noqa: E402
-from django.tasks import default_task_backend, task_backends  # noqa: E402
-from django.tasks.exceptions import (  # noqa: E402
+from django.conf import settings
+from django.tasks import default_task_backend, task_backends
+from django.tasks.exceptions import (
     InvalidTask,
     InvalidTaskBackend,
     TaskResultDoesNotExist,
     TaskResultMismatch,
 )
-from django.test import TestCase, override_settings  # noqa: E402
-from django.utils import timezone  # noqa: E402
-from shop.tasks import flaky, out_of_stock, record  # noqa: E402
+from django.test import TestCase, override_settings
+from django.utils import timezone
+from shop.tasks import flaky, out_of_stock, record
 
-from venturi.contrib.django import VenturiBackend  # noqa: E402
+from venturi.contrib.django import VenturiBackend
 
 BACKEND = "venturi.contrib.django.VenturiBackend"
 
@@ -74,7 +74,7 @@ class HonouredTests(TestCase):
                           found.finished_at), ("READY", 0, [], None, None))
         self.assertEqual(found.enqueued_at, job(result.id).created_at)
         with self.assertRaisesMessage(ValueError, "not finished"):
-            found.return_value
+            _ = found.return_value
         result.refresh()
         self.assertEqual(result.status, "READY")
 

@@ -8,15 +8,15 @@ import pytest
 pytest.importorskip("django", reason="Django 6 needs Python >= 3.12: .ci/run runs "
                     "tests/django in a 3.12 virtualenv")
 
-import json  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
+import json
+import subprocess
+import sys
 
-from django.test import TransactionTestCase  # noqa: E402
-from shop.tasks import record  # noqa: E402
+from django.test import TransactionTestCase
+from shop.tasks import record
 
-from tests.django.conftest import EXAMPLE  # noqa: E402
-from tests.django.helpers import clear_jobs, worker_env  # noqa: E402
+from tests.django.conftest import EXAMPLE
+from tests.django.helpers import clear_jobs, worker_env
 
 VENTURI = [sys.executable, "-c", "from venturi.cli import main; main()"]
 

@@ -8,19 +8,19 @@ import pytest
 pytest.importorskip("django", reason="Django 6 needs Python >= 3.12: .ci/run runs "
                     "tests/django in a 3.12 virtualenv")
 
-import json  # noqa: E402
+import json
 
-from asgiref.sync import sync_to_async  # noqa: E402
-from django.conf import settings  # noqa: E402
-from django.db import transaction  # noqa: E402
-from django.db.transaction import TransactionManagementError  # noqa: E402
-from django.tasks import default_task_backend  # noqa: E402
-from django.test import TestCase, TransactionTestCase, override_settings  # noqa: E402
-from shop.models import Order  # noqa: E402
-from shop.tasks import ping, record, send_receipt  # noqa: E402
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import transaction
+from django.db.transaction import TransactionManagementError
+from django.tasks import default_task_backend
+from django.test import TestCase, TransactionTestCase, override_settings
+from shop.models import Order
+from shop.tasks import ping, record, send_receipt
 
-from tests.django.helpers import clear_jobs, committed_jobs  # noqa: E402
-from venturi import SchemaMissing  # noqa: E402
+from tests.django.helpers import clear_jobs, committed_jobs
+from venturi import SchemaMissing
 
 RECEIPT = "shop.tasks.send_receipt"
 
@@ -74,18 +74,19 @@ class ViewTransactionTests(TransactionTestCase):
         response = self.client.get("/ping/", {"word": "hi"})
         self.assertEqual(response.status_code, 202)
         task_id = json.loads(response.content)["task"]
-        self.assertEqual(committed_jobs("shop.tasks.ping"), [(task_id, "django:default", "pending")])
+        self.assertEqual(committed_jobs("shop.tasks.ping"),
+                         [(task_id, "django:default", "pending")])
 
     def test_a_failed_enqueue_marks_the_transaction_for_rollback(self) -> None:
         tasks = {**settings.TASKS, "unmigrated": {
             "BACKEND": "venturi.contrib.django.VenturiBackend", "OPTIONS": {"prefix": "nope_"}}}
-        with override_settings(TASKS=tasks):
-            with self.assertRaises(TransactionManagementError), transaction.atomic():
-                Order.objects.create(item="tea", quantity=1)
-                with self.assertRaises(SchemaMissing):
-                    record.using(backend="unmigrated").enqueue("lost")
-                # As after a failed query of Django's own: the block must roll back.
-                Order.objects.count()
+        with (override_settings(TASKS=tasks), self.assertRaises(TransactionManagementError),
+              transaction.atomic()):
+            Order.objects.create(item="tea", quantity=1)
+            with self.assertRaises(SchemaMissing):
+                record.using(backend="unmigrated").enqueue("lost")
+            # As after a failed query of Django's own: the block must roll back.
+            Order.objects.count()
         self.assertFalse(Order.objects.exists())
         self.assertEqual(committed_jobs(), [])
 

@@ -8,20 +8,20 @@ import pytest
 pytest.importorskip("django", reason="Django 6 needs Python >= 3.12: .ci/run runs "
                     "tests/django in a 3.12 virtualenv")
 
-import datetime as dt  # noqa: E402
-import json  # noqa: E402
-import tempfile  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import ClassVar  # noqa: E402
+import datetime as dt
+import json
+import tempfile
+from pathlib import Path
+from typing import ClassVar
 
-from django.db import transaction  # noqa: E402
-from django.tasks import default_task_backend  # noqa: E402
-from django.test import TransactionTestCase  # noqa: E402
-from django.utils import timezone  # noqa: E402
-from shop.models import Event, Order  # noqa: E402
-from shop.tasks import flaky, out_of_stock, ping, record, send_receipt  # noqa: E402
+from django.db import transaction
+from django.tasks import default_task_backend
+from django.test import TransactionTestCase
+from django.utils import timezone
+from shop.models import Event, Order
+from shop.tasks import flaky, out_of_stock, ping, record, send_receipt
 
-from tests.django.helpers import Worker, clear_jobs, outside, until  # noqa: E402
+from tests.django.helpers import Worker, clear_jobs, outside, until
 
 
 def finished(task, result_id: str):  # the result once it is SUCCESSFUL or FAILED
@@ -80,7 +80,7 @@ class WorkerTests(TransactionTestCase):
         self.assertEqual(error.exception_class_path, "builtins.LookupError")
         self.assertIs(error.exception_class, LookupError)
         with self.assertRaisesMessage(ValueError, "Task failed"):
-            result.return_value
+            _ = result.return_value
         # A classification, never the message (which could hold user data).
         prefix = default_task_backend.prefix
         stored = outside(f"SELECT note, attachment::text FROM {prefix}journal "
