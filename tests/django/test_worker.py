@@ -19,7 +19,7 @@ from django.tasks import default_task_backend
 from django.test import TransactionTestCase
 from django.utils import timezone
 from shop.models import Event, Order
-from shop.tasks import flaky, out_of_stock, ping, record, send_receipt
+from shop.tasks import flaky, hold, out_of_stock, ping, record, send_receipt
 
 from tests.django.helpers import Worker, clear_jobs, outside, until
 
@@ -101,6 +101,15 @@ class WorkerTests(TransactionTestCase):
         result = finished(ping, ping.enqueue("hello").id)
         self.assertEqual(result.return_value, "HELLO")
         self.assertTrue(Event.objects.filter(label="ping:hello").exists())
+
+    def test_a_running_task_is_running(self) -> None:
+        result = hold.enqueue("a")
+        running = until(lambda: (r := hold.get_result(result.id)).status == "RUNNING" and r,
+                        what="the task to be running")
+        self.assertEqual((running.attempts, running.worker_ids, running.finished_at),
+                         (1, [self.worker.name], None))
+        Event.objects.create(label="release:a")
+        self.assertEqual(finished(hold, result.id).return_value, "a")
 
     def test_run_after_holds_a_job_back(self) -> None:
         later = record.using(run_after=timezone.now() + dt.timedelta(hours=1)).enqueue("later")

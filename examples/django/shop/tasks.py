@@ -1,5 +1,7 @@
 """The shop's Django tasks: plain functions under @task, run by a venturi worker."""
 
+import time
+
 from django.db import transaction
 from django.tasks import TaskContext, task
 
@@ -44,3 +46,14 @@ def flaky(context: TaskContext, label: str) -> int:
 async def ping(word: str) -> str:
     await Event.objects.acreate(label=f"ping:{word}")
     return word.upper()
+
+
+@task
+def hold(label: str) -> str:
+    """Run until an Event named "release:<label>" exists (at most a minute)."""
+    deadline = time.monotonic() + 60
+    while not Event.objects.filter(label=f"release:{label}").exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError("never released")
+        time.sleep(0.05)
+    return label
