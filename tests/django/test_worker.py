@@ -75,7 +75,8 @@ class WorkerTests(TransactionTestCase):
 
     def test_a_raising_task_is_failed_after_one_run(self) -> None:
         result = finished(out_of_stock, out_of_stock.enqueue("tea").id)
-        self.assertEqual((result.status, result.attempts), ("FAILED", 1))
+        self.assertEqual((result.status, result.attempts, result.worker_ids),
+                         ("FAILED", 1, [self.worker.name]))
         (error,) = result.errors
         self.assertEqual(error.exception_class_path, "builtins.LookupError")
         self.assertIs(error.exception_class, LookupError)
