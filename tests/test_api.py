@@ -38,6 +38,7 @@ PUBLIC = [
     "SchemaMissing",
     "Snapshot",
     "Status",
+    "SyncQueue",
     "Task",
     "TaskDefinitionError",
     "UnknownKind",

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         WorkerInfo,
     )
     from .store.memory import MemoryStore
+    from .sync import SyncQueue
     from .task import Context, GiveUp, Keep, Merge, Pause, Priority, Replace, Task, With
     from .worker import Worker, WorkerConfig
 
@@ -55,6 +56,7 @@ _HOMES = {
     ".store.base": ("Detail", "Enqueued", "FailedJob", "JobRecord", "JournalRecord",
                     "ManualClock", "Outcome", "Snapshot", "Status", "WorkerInfo"),
     ".store.memory": ("MemoryStore",),
+    ".sync": ("SyncQueue",),
     ".task": ("Context", "GiveUp", "Keep", "Merge", "Pause", "Priority", "Replace", "Task",
               "With"),
     ".worker": ("Worker", "WorkerConfig"),
@@ -88,6 +90,7 @@ __all__ = [
     "SchemaMissing",
     "Snapshot",
     "Status",
+    "SyncQueue",
     "Task",
     "TaskDefinitionError",
     "UnknownKind",
