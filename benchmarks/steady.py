@@ -22,7 +22,9 @@ the storage parameters of sql/0002_storage.sql after migrating (the "before"),
 ``--explain`` samples the plan of one tier's claim scan, ``--statements`` the
 store's statements' cost per call (pg_stat_statements), ``--hold-snapshot A:B``
 keeps a repeatable-read snapshot open from second A to B of the run (what an
-idle-in-transaction session does to the xmin horizon), ``--dsn`` runs against an
+idle-in-transaction session does to the xmin horizon), ``--burst A:N`` sends N
+more jobs at second A (a backlog, as a stalled consumer leaves), ``--analyze-at S``
+runs ANALYZE on the jobs table at second S, ``--dsn`` runs against an
 existing server instead of a private cluster.
 """
 
@@ -33,6 +35,7 @@ import asyncio
 import contextlib
 import secrets
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -74,14 +77,23 @@ class Producer:
     """Sends ``rate`` jobs per second in batches every ``tick`` seconds, catching up
     after a slow batch; each job carries its batch's send time."""
 
-    def __init__(self, queue: venturi.Queue, rate: float, tick: float = 0.01) -> None:
+    def __init__(self, queue: venturi.Queue, rate: float, tick: float = 0.01,
+                 burst: tuple[float, int] | None = None) -> None:
         self.queue, self.rate, self.tick = queue, rate, tick
-        self.sent = 0
+        self.burst = burst  # (second, jobs): that many more at once, on top of the rate
+        self.sent = self.extra = 0
 
     async def run(self, seconds: float) -> None:
         start = time.monotonic()
         while (elapsed := time.monotonic() - start) < seconds:
-            due = min(int(self.rate * elapsed) - self.sent, 2_000)
+            if self.burst and elapsed >= self.burst[0] and not self.extra:
+                for _ in range(0, self.burst[1], 2_000):
+                    at = time.time()
+                    await self.queue.enqueue_many(
+                        [Tick(n=self.sent + i, at=at) for i in range(2_000)])
+                    self.sent += 2_000
+                    self.extra += 2_000
+            due = min(int(self.rate * elapsed) - (self.sent - self.extra), 2_000)
             if due > 0:
                 at = time.time()
                 await self.queue.enqueue_many(
@@ -98,6 +110,17 @@ async def _hold_snapshot(dsn: str, start: float, stop: float) -> None:
         async with conn.transaction(isolation="repeatable_read"):
             await conn.fetchval("SELECT 1")
             await asyncio.sleep(max(stop - start, 0))
+    finally:
+        await conn.close()
+
+
+async def _analyze_at(dsn: str, prefix: str, at: float) -> None:
+    """ANALYZE the jobs table ``at`` seconds into the run: new statistics in pg_class
+    invalidate the workers' cached plans of statements on it."""
+    await asyncio.sleep(at)
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(f"ANALYZE {prefix}jobs")
     finally:
         await conn.close()
 
@@ -146,6 +169,7 @@ async def steady(dsn: str, *, rate: float, seconds: float, workers: int = 2,
                  interval: float = 2.0, drain_timeout: float = 60.0, maintenance: bool = False,
                  reset_storage: bool = False, explain: bool = False, statements: bool = False,
                  hold_snapshot: tuple[float, float] | None = None,
+                 burst: tuple[float, int] | None = None, analyze_at: float | None = None,
                  logdir: Path) -> SteadyResult:
     prefix = f"steady{secrets.token_hex(3)}_"
     lagdir = logdir / f"lags-{prefix}"
@@ -172,7 +196,8 @@ async def steady(dsn: str, *, rate: float, seconds: float, workers: int = 2,
             result = SteadyResult(settings, {
                 "rate": rate, "seconds": seconds, "workers": workers,
                 "concurrency": concurrency, "retention": retention,
-                "maintenance": maintenance, "hold_snapshot": hold_snapshot,
+                "maintenance": maintenance, "hold_snapshot": hold_snapshot, "burst": burst,
+                "analyze_at": analyze_at,
                 "table options": {k.removeprefix(prefix): v for k, v in options.items()}})
             procs = [WorkerProc(dsn, prefix, logdir, name=f"steady-{i}", concurrency=concurrency,
                                 app="benchmarks.steady_tasks", extra=["--retention", retention],
@@ -185,9 +210,11 @@ async def steady(dsn: str, *, rate: float, seconds: float, workers: int = 2,
             if maintenance:
                 background += [asyncio.create_task(_maintenance_loop(
                     dsn, prefix, result.maintenance, stop, f"steady-{i}")) for i in range(workers)]
+            if analyze_at is not None:
+                background.append(asyncio.create_task(_analyze_at(dsn, prefix, analyze_at)))
             if hold_snapshot:
                 background.append(asyncio.create_task(_hold_snapshot(dsn, *hold_snapshot)))
-            producer = Producer(queue, rate)
+            producer = Producer(queue, rate, burst=burst)
             result.load = (steady_report.load_average(), "")
             t0, t0_wall = time.monotonic(), time.time()
             producing = asyncio.create_task(producer.run(seconds))
@@ -256,6 +283,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--statements", action="store_true",
                    help="sample pg_stat_statements (private cluster: preloads it)")
     p.add_argument("--hold-snapshot", metavar="A:B")
+    p.add_argument("--burst", metavar="A:N", help="N more jobs at once at second A")
+    p.add_argument("--analyze-at", type=float, metavar="S", help="ANALYZE the jobs table at S")
     p.add_argument("--out", type=Path, default=HERE / "results-steady.md")
     p.add_argument("--title", default="")
     p.add_argument("--note", default="")
@@ -270,6 +299,8 @@ def main(argv: list[str]) -> int:
             drain_timeout=args.drain_timeout, maintenance=args.maintenance,
             reset_storage=args.reset_storage, explain=args.explain, statements=args.statements,
             hold_snapshot=hold,  # type: ignore[arg-type]
+            burst=(float(args.burst.split(":")[0]), int(args.burst.split(":")[1]))
+            if args.burst else None, analyze_at=args.analyze_at,
             logdir=logdir))
 
     if args.dsn:
@@ -281,7 +312,10 @@ def main(argv: list[str]) -> int:
             settings["shared_preload_libraries"] = "pg_stat_statements"
         settings.update(dict(s.split("=", 1) for s in args.set))
         with BenchCluster(settings) as cluster:
-            result = run(cluster.dsn)
+            try:
+                result = run(cluster.dsn)
+            finally:  # the server's log (autovacuum, auto_explain) outlives the cluster
+                shutil.copy(cluster.log, logdir / "server.log")
     command = shlex.join(["python", "-m", "benchmarks.steady", *argv])
     text = steady_report.render(result, command, title=args.title, note=args.note)
     args.out.write_text(text)

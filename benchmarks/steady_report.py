@@ -141,6 +141,30 @@ def _statement_table(qs: list[Quarter]) -> list[str]:
     return out
 
 
+def _timeline(r: SteadyResult, rows: int = 16) -> list[str]:
+    """The claim's cost over the run: the claim statement per call between two rows
+    (pg_stat_statements) and one tier's scan (EXPLAIN), when sampled."""
+    if not (r.samples[0].statements or r.samples[0].explain):
+        return []
+    out = ["", "The claim over time (statement: ms and buffers per call since the row before;"
+           " tier scan: one EXPLAIN ANALYZE of the normal tier's SELECT, LIMIT 10):", "",
+           "| t s | claims/s | claim ms | claim buffers | tier scan ms | tier scan buffers |"
+           " dead tuples jobs | pending | jobs+journal MiB |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    step = max(1, len(r.samples) // rows)
+    picked = r.samples[::step]
+    for a, b in zip([picked[0], *picked[:-1]], picked, strict=True):
+        c0, ms0, bl0, _ = (a.statements or {}).get("claim", (0, 0.0, 0, 0))
+        c1, ms1, bl1, _ = (b.statements or {}).get("claim", (0, 0.0, 0, 0))
+        n = max(c1 - c0, 1)
+        e = b.explain or {}
+        scan = f"{e['ms']:.2f} | {e['buffers']}" if e else "- | -"
+        out.append(f"| {b.t:.0f} | {(c1 - c0) / max(b.t - a.t, 1e-9):.0f} |"
+                   f" {(ms1 - ms0) / n:.2f} | {(bl1 - bl0) / n:.0f} | {scan} |"
+                   f" {b.dead['jobs']} | {b.pending} | {sum(b.size_kib.values()) / 1024:.0f} |")
+    return out
+
+
 def render(r: SteadyResult, command: str, *, title: str = "", note: str = "") -> str:
     o = r.options
     v = verdict(r)
@@ -156,7 +180,8 @@ def render(r: SteadyResult, command: str, *, title: str = "", note: str = "") ->
         f"workers                   {o['workers']} x concurrency {o['concurrency']},"
         f" --retention {o['retention']}",
         f"maintenance               {done}",
-        f"held snapshot             {o['hold_snapshot'] or 'none'}",
+        f"held snapshot             {o['hold_snapshot'] or 'none'}; burst {o['burst'] or 'none'};"
+        f" ANALYZE at {o['analyze_at'] or 'never'}",
         f"load average              {r.load[0]} at start, {r.load[1]} at end (2 cores)",
         f"size Q4 / Q2              {v.size_ratio:.2f} (target <= {SIZE_GROWTH})",
         f"pickup lag p99            {v.lag_p99:.1f} ms overall, worst quarter"
@@ -212,16 +237,7 @@ def render(r: SteadyResult, command: str, *, title: str = "", note: str = "") ->
             f" {statistics.fmean(took):.2f} s mean, {max(took):.2f} s longest,"
             f" {sum(took):.0f} s in all; skipped: {len(r.maintenance) - len(vacuumed)}"
             f" ({', '.join(sorted({m['skipped'] for m in r.maintenance if m['skipped']}))}).")
-    explained = [s for s in r.samples if s.explain]
-    if explained:
-        lines += ["", "One tier's claim scan over time (EXPLAIN ANALYZE, BUFFERS; LIMIT 10):", "",
-                  "| t s | ms | buffers | rows | node | dead tuples jobs | pending |",
-                  "|---|---|---|---|---|---|---|"]
-        step = max(1, len(explained) // 16)
-        for s in explained[::step]:
-            e: dict[str, Any] = s.explain or {}
-            lines.append(f"| {s.t:.0f} | {e['ms']:.2f} | {e['buffers']} | {e['rows']} |"
-                         f" {e['node']} {e['index'] or ''} | {s.dead['jobs']} | {s.pending} |")
+    lines += _timeline(r)
     if note:
         lines += ["", note]
     return "\n".join(lines) + "\n"
