@@ -145,7 +145,7 @@ async def _maintenance_loop(dsn: str, prefix: str, out: list[dict[str, Any]],
 async def _reset_storage(conn: asyncpg.Connection, prefix: str) -> None:
     """Back to the storage parameters of sql/0001_init.sql alone: none, and the jobs
     table's fill factor of 80."""
-    for table in TABLES:
+    for table in (*TABLES, "workers"):
         keys = await conn.fetchval(
             "SELECT array_agg(split_part(o, '=', 1)) FROM pg_class, unnest(reloptions) AS o"
             " WHERE oid = $1::regclass", f"{prefix}{table}")
