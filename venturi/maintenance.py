@@ -56,7 +56,7 @@ class VacuumPolicy:
     interval: timedelta = timedelta(seconds=10)
     dead_tuples: int = 20_000
     dead_fraction: float = 0.1
-    quiet_for: timedelta = timedelta(minutes=2)
+    quiet_for: timedelta = timedelta(seconds=30)
     analyze: int = 100_000
 
     def __post_init__(self) -> None:
@@ -196,6 +196,9 @@ async def _one(conn: asyncpg.Connection, health: TableHealth, policy: VacuumPoli
     await conn.execute(f"VACUUM ({options}) {health.name}")
     seconds = time.monotonic() - started
     (after,) = await _health(conn, [health.name])
+    if after.since_vacuum is None or after.since_vacuum > seconds + 1:
+        # SKIP_LOCKED: autovacuum (or someone's VACUUM) holds the table right now.
+        return VacuumRun(health.name, reason, health.dead, skipped="locked")
     horizon = None
     if policy.over(after):
         # Too little was removable: the dead versions are younger than someone's
