@@ -29,11 +29,15 @@ ORDER BY t.n
 -- Who holds back the xmin horizon (what VACUUM may remove): the oldest snapshot of a
 -- session of this database, a prepared transaction, or a replication slot.
 SELECT what, xmin::text AS xmin, age(xmin) AS xid_age, seconds FROM (
+    -- A session's snapshot (backend_xmin) or, idle in a transaction that wrote, its own
+    -- transaction id (backend_xid): either keeps newer row versions.
     SELECT format('pid %s (%s, %s, application %L)', pid, backend_type,
                   coalesce(state, '-'), application_name) AS what,
-           backend_xmin AS xmin, extract(epoch FROM now() - xact_start) AS seconds
+           CASE WHEN backend_xid IS NULL OR age(backend_xmin) > age(backend_xid)
+                THEN coalesce(backend_xmin, backend_xid) ELSE backend_xid END AS xmin,
+           extract(epoch FROM now() - xact_start) AS seconds
     FROM pg_stat_activity
-    WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid()
+    WHERE (backend_xmin IS NOT NULL OR backend_xid IS NOT NULL) AND pid <> pg_backend_pid()
       AND (datname = current_database() OR datname IS NULL)
     UNION ALL
     SELECT format('prepared transaction %L', gid), transaction,
