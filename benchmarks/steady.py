@@ -194,7 +194,7 @@ async def steady(dsn: str, *, rate: float, seconds: float, workers: int = 2,
                 "SELECT relname, array_to_string(reloptions, ', ') FROM pg_class"
                 " WHERE relname = ANY($1::text[])", [f"{prefix}{t}" for t in TABLES])}
             result = SteadyResult(settings, {
-                "rate": rate, "seconds": seconds, "workers": workers,
+                "prefix": prefix, "rate": rate, "seconds": seconds, "workers": workers,
                 "concurrency": concurrency, "retention": retention,
                 "maintenance": maintenance, "hold_snapshot": hold_snapshot, "burst": burst,
                 "analyze_at": analyze_at,
