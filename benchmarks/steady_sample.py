@@ -87,8 +87,15 @@ async def sample(conn: asyncpg.Connection, prefix: str, t: float, sent: int,
     rows = {names[r["relname"]]: r for r in await conn.fetch(_STATS, list(names))}
     horizon = await conn.fetchval(_HORIZON)
     waits = {w: n for w, n in await conn.fetch(_WAITS)}
-    pending = await conn.fetchval(f"SELECT count(*) FROM {prefix}jobs WHERE status = 'pending'")
-    claimed = await conn.fetchval(f"SELECT count(*) FROM {prefix}jobs WHERE status = 'claimed'")
+    async with conn.transaction():
+        # Counted from the partial indexes: a sequential scan of the whole table every
+        # sample (the planner's pick once statistics see thousands of claimed rows)
+        # would be load of the driver's own.
+        await conn.execute("SET LOCAL enable_seqscan = off")
+        pending = await conn.fetchval(
+            f"SELECT count(*) FROM {prefix}jobs WHERE status = 'pending'")
+        claimed = await conn.fetchval(
+            f"SELECT count(*) FROM {prefix}jobs WHERE status = 'claimed'")
     claim_index = await conn.fetchval("SELECT pg_relation_size($1::regclass) / 1024",
                                       f"{prefix}jobs_claim")
     return Sample(
