@@ -317,7 +317,11 @@ def main(argv: list[str]) -> int:
             finally:  # the server's log (autovacuum, auto_explain) outlives the cluster
                 shutil.copy(cluster.log, logdir / "server.log")
     command = shlex.join(["python", "-m", "benchmarks.steady", *argv])
-    text = steady_report.render(result, command, title=args.title, note=args.note)
+    note = args.note
+    if not args.dsn:
+        note = steady_report.autovacuum_summary((logdir / "server.log").read_text()) + (
+            f"\n\n{note}" if note else "")
+    text = steady_report.render(result, command, title=args.title, note=note)
     args.out.write_text(text)
     print(text)
     print(f"logs in {logdir}", file=sys.stderr)

@@ -6,6 +6,7 @@ worker RSS flat."""
 from __future__ import annotations
 
 import os
+import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass
@@ -96,6 +97,23 @@ def verdict(r: SteadyResult) -> Verdict:
         left_behind=r.left_pending + r.left_claimed,
         unhandled=max(0, r.sent - handled),
         rss_ratio=rss_ratio)
+
+
+_AUTOVACUUM = re.compile(
+    r'automatic (vacuum|analyze) of table "[^"]*?_(jobs|journal)".*?elapsed: ([\d.]+) s', re.S)
+
+
+def autovacuum_summary(server_log: str) -> str:
+    """Autovacuum's passes over the two tables, from a server log written with
+    ``log_autovacuum_min_duration = 0``."""
+    took: dict[tuple[str, str], list[float]] = {}
+    for what, table, seconds in _AUTOVACUUM.findall(server_log):
+        took.setdefault((what, table), []).append(float(seconds))
+    if not took:
+        return "Autovacuum (server log): no passes over jobs or journal."
+    return "Autovacuum (server log): " + "; ".join(
+        f"{what} {table} {len(t)}x, {statistics.fmean(t):.2f} s mean, {max(t):.2f} s longest"
+        for (what, table), t in sorted(took.items())) + "."
 
 
 def _mib(kib: int | None) -> str:
