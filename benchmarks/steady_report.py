@@ -242,6 +242,11 @@ def render(r: SteadyResult, command: str, *, title: str = "", note: str = "") ->
             f" {max([0.0, *horizons]):.1f} |")
         before = last
     lines += _statement_table(qs)
+    held = [(s.t, s.horizon_age, s.horizon_who) for s in r.samples if s.horizon_who]
+    if held:
+        t, age, who = max(held, key=lambda h: h[1] or 0.0)
+        lines += ["", f"Oldest snapshot over 5 s: {len(held)} samples; the oldest, at {t:.0f} s:"
+                      f" {age:.0f} s, {who}."]
     upd, hot = r.samples[-1].updates
     lines += ["", f"Jobs-table updates: {upd}, of which HOT: {hot}."
                   f" Wait events of active backends (all samples): {_waits(r.samples)}."]

@@ -34,6 +34,7 @@ class Sample:
     rss_kib: list[int | None]
     load1: float
     horizon_age: float | None  # seconds: the oldest snapshot another session holds
+    horizon_who: str | None  # that session, when it was older than a few seconds
     waits: dict[str, int]  # wait events of the active backends
     explain: dict[str, Any] | None = None
     statements: dict[str, tuple[int, float, int, int]] | None = None  # calls, ms, blocks, rows
@@ -45,8 +46,12 @@ SELECT relname, n_live_tup, n_dead_tup, autovacuum_count, vacuum_count, n_tup_up
 FROM pg_stat_user_tables WHERE relname = ANY($1::text[])
 """
 _HORIZON = """
-SELECT extract(epoch FROM now() - min(xact_start)) FROM pg_stat_activity
+SELECT extract(epoch FROM now() - xact_start) AS age,
+       format('pid %s %s (%s): %s', pid, coalesce(state, '-'), application_name,
+              left(query, 60)) AS who
+FROM pg_stat_activity
 WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+ORDER BY xact_start LIMIT 1
 """
 _WAITS = """
 SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU'), count(*) FROM pg_stat_activity
@@ -85,7 +90,8 @@ async def sample(conn: asyncpg.Connection, prefix: str, t: float, sent: int,
                  statements: bool = False) -> Sample:
     names = {f"{prefix}{t}": t for t in TABLES}
     rows = {names[r["relname"]]: r for r in await conn.fetch(_STATS, list(names))}
-    horizon = await conn.fetchval(_HORIZON)
+    horizon = await conn.fetchrow(_HORIZON)
+    age = None if horizon is None or horizon["age"] is None else float(horizon["age"])
     waits = {w: n for w, n in await conn.fetch(_WAITS)}
     async with conn.transaction():
         # Counted from the partial indexes: a sequential scan of the whole table every
@@ -108,7 +114,8 @@ async def sample(conn: asyncpg.Connection, prefix: str, t: float, sent: int,
         updates=(rows["jobs"]["n_tup_upd"], rows["jobs"]["n_tup_hot_upd"]),
         pending=pending, claimed=claimed, rss_kib=[p.rss_kib() for p in procs],
         load1=os.getloadavg()[0],
-        horizon_age=None if horizon is None else float(horizon), waits=waits,
+        horizon_age=age, horizon_who=horizon["who"] if age is not None and age > 5 else None,
+        waits=waits,
         explain=await _explain(conn, prefix) if explain else None,
         statements=await _statements(conn, prefix) if statements else None)
 
