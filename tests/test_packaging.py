@@ -48,7 +48,9 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(tmp_path: Path, pg_dsn: str) ->
     assert not (site / "cli").exists() and not (site / "sql").exists()
     assert (site / "venturi" / "cli" / "__init__.py").is_file()
     assert (site / "venturi" / "sql" / "0001_init.sql").is_file()
-    assert (site / "venturi" / "store" / "postgres.sql").is_file()
+    statements = Path("venturi", "store", "postgres")
+    shipped = {p.name for p in (site / statements).glob("*.sql")}
+    assert shipped and shipped == {p.name for p in (ROOT / statements).glob("*.sql")}
     assert (site / "venturi" / "py.typed").is_file()
     top_level = {p.name for p in site.glob("venturi-*.dist-info/top_level.txt")}
     for record in site.glob("venturi-*.dist-info/RECORD"):

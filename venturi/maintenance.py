@@ -119,7 +119,7 @@ class MaintenanceState:
 
 
 def _queries() -> dict[str, str]:
-    return _raw_blocks("venturi", "maintenance.sql")
+    return _raw_blocks("venturi")  # venturi/maintenance.sql
 
 
 def table_names(prefix: str, schema: str | None = None) -> list[str]:

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import asyncpg
 import orjson
-import structlog
 
 from venturi import Queue, Worker, logs
 from venturi._ids import uuid7_many
@@ -43,12 +42,11 @@ PREFETCH = {10: 40, 50: 50}  # opt-in (the default is 0): claims of 50 and 100 r
 def quiet_logs() -> Iterator[None]:
     """Warnings only while a scenario runs (per-job events are DEBUG anyway, and a
     production worker logs at INFO: a few lines per drain); restored afterwards."""
-    saved = structlog.get_config()
     logs.configure("json", level="warning")
     try:
         yield
     finally:
-        structlog.configure(**saved)
+        logs.reset()
 
 
 async def fill(conn: asyncpg.Connection, prefix: str, n: int, kind: str = KIND) -> None:

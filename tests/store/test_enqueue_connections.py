@@ -1,5 +1,5 @@
 """The insert paths keep the connection they just used for the next insert
-(``PostgresStore._keep``): reuse without a pool round trip, and none of the ways
+(``AsyncpgDriver._keep``): reuse without a pool round trip, and none of the ways
 a kept connection could go wrong (reused after an error, left in a transaction,
 held past close, starving the store's other statements, unbounded)."""
 
@@ -15,8 +15,8 @@ import pytest
 from tests.conftest import drop_prefix, wait_for
 from tests.tasks import Embed
 from venturi import DatabaseError, DatabaseUnavailable, Queue
-from venturi.store import postgres
-from venturi.store.postgres import PostgresStore
+from venturi.store._sql import Query
+from venturi.store.postgres import PostgresStore, asyncpg_driver
 
 
 @pytest.fixture
@@ -70,11 +70,11 @@ async def test_consecutive_inserts_reuse_one_connection(
 
 async def test_kept_connection_goes_back_to_the_pool_when_idle(
         small: PostgresStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(postgres, "LINGER", 0.02)
+    monkeypatch.setattr(asyncpg_driver, "LINGER", 0.02)
     queue = Queue(small)
     await queue.enqueue(Embed(uri="file:///a"))
-    assert small._idle
-    await wait_for(lambda: not small._idle and not small._releasing, what="released")
+    assert small.driver._idle
+    await wait_for(lambda: not small.driver._idle and not small.driver._releasing, what="released")
     # The pool's only connection is back: a direct acquire gets it at once.
     async with small.pool.acquire(timeout=5) as c:
         assert await c.fetchval("SELECT 1") == 1
@@ -82,26 +82,26 @@ async def test_kept_connection_goes_back_to_the_pool_when_idle(
 
 async def test_other_statements_take_the_kept_connection(
         small: PostgresStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(postgres, "LINGER", 3600)  # the timer would never save us
+    monkeypatch.setattr(asyncpg_driver, "LINGER", 3600)  # the timer would never save us
     queue = Queue(small)
     await queue.enqueue(Embed(uri="file:///a"))
-    assert small._idle
+    assert small.driver._idle
     assert await asyncio.wait_for(queue.count(kind="test.embed"), timeout=5) == 1
     assert await asyncio.wait_for(queue.stats(), timeout=5) is not None
 
 
 async def test_close_returns_a_kept_connection(
         pg_dsn: str, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(postgres, "LINGER", 3600)
+    monkeypatch.setattr(asyncpg_driver, "LINGER", 3600)
     store = await PostgresStore.connect(pg_dsn, prefix=prefix, min_size=1, max_size=1)
     try:
         await store.migrate()
         await Queue(store).enqueue(Embed(uri="file:///a"))
-        assert store._idle
+        assert store.driver._idle
         pool = store.pool
         # pool.close() waits for every acquired connection: a kept one would stall it.
         await asyncio.wait_for(store.close(), timeout=3)
-        assert pool.is_closing() and not store._idle and store._timer is None
+        assert pool.is_closing() and not store.driver._idle and store.driver._timer is None
     finally:
         await store.close()
         await drop_prefix(pg_dsn, prefix)
@@ -109,10 +109,10 @@ async def test_close_returns_a_kept_connection(
 
 async def test_a_connection_is_not_kept_after_a_failed_statement(
         small: PostgresStore, pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(postgres, "LINGER", 3600)
+    monkeypatch.setattr(asyncpg_driver, "LINGER", 3600)
     queue = Queue(small)
     await queue.enqueue(Embed(uri="file:///a"))
-    (kept,) = small._idle
+    (kept,) = small.driver._idle
     raw = kept._con
     conn = await asyncpg.connect(pg_dsn)
     try:  # the kept session is killed behind the store's back
@@ -123,10 +123,10 @@ async def test_a_connection_is_not_kept_after_a_failed_statement(
     # A closed kept connection is skipped (the pool reconnects its slot).
     await queue.enqueue(Embed(uri="file:///b"))
     # A statement error on the kept connection: it goes back through the pool, not kept.
-    assert len(small._idle) == 1
+    assert len(small.driver._idle) == 1
     with pytest.raises(DatabaseError):
-        await small._hot_execute("SELECT 1/0", (), None)
-    assert small._idle == []
+        await small.driver.execute(Query("fails", "SELECT 1/0", False), (), keep=True)
+    assert small.driver._idle == []
     await queue.enqueue(Embed(uri="file:///c"))
     assert await queue.count(kind="test.embed") == 3
 
@@ -135,7 +135,7 @@ async def test_a_connection_broken_mid_protocol_is_discarded_not_kept(
         small: PostgresStore, monkeypatch: pytest.MonkeyPatch) -> None:
     queue = Queue(small)
     await queue.enqueue(Embed(uri="file:///a"))
-    (kept,) = small._idle
+    (kept,) = small.driver._idle
     raw = kept._con
     original = asyncpg.connection.Connection.execute
 
@@ -147,9 +147,9 @@ async def test_a_connection_broken_mid_protocol_is_discarded_not_kept(
     monkeypatch.setattr(asyncpg.connection.Connection, "execute", broken)
     with pytest.raises(DatabaseUnavailable):
         await queue.enqueue(Embed(uri="file:///b"))
-    assert raw.is_closed() and small._idle == []
+    assert raw.is_closed() and small.driver._idle == []
     await queue.enqueue(Embed(uri="file:///c"))
-    assert small._idle[0]._con is not raw
+    assert small.driver._idle[0]._con is not raw
     assert await queue.count(kind="test.embed") == 2
 
 
@@ -173,7 +173,7 @@ async def test_cancelled_mid_statement_the_connection_is_not_reused_half_done(
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert small._idle == []
+        assert small.driver._idle == []
         await tx.rollback()
     finally:
         await blocker.close()
@@ -191,7 +191,7 @@ async def test_enqueue_on_callers_connection_stays_in_its_transaction(
                 await queue.enqueue(Embed(uri="file:///a"), conn=conn)
                 await queue.enqueue_many([Embed(uri="b"), Embed(uri="c")], conn=conn)
                 raise RuntimeError("roll back")
-        assert small._idle == []  # the caller's connection is never kept
+        assert small.driver._idle == []  # the caller's connection is never kept
         assert await queue.count(kind="test.embed") == 0
     finally:
         await conn.close()
@@ -205,7 +205,7 @@ async def test_concurrent_inserts_stay_within_the_pool(pg_dsn: str, prefix: str)
         for _ in range(3):
             await asyncio.gather(*(queue.enqueue(Embed(uri=f"file:///{n}")) for n in range(30)),
                                  *(queue.enqueue_many([Embed(uri="m")]) for _ in range(10)))
-            assert len(store._idle) <= 3
+            assert len(store.driver._idle) <= 3
             assert await backends(pg_dsn, store) <= 3
         assert await queue.count(kind="test.embed") == 120
     finally:
@@ -216,10 +216,10 @@ async def test_concurrent_inserts_stay_within_the_pool(pg_dsn: str, prefix: str)
 async def test_a_shared_pool_is_not_held(pg_dsn: str, prefix: str) -> None:
     pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=1)
     try:
-        store = PostgresStore(pool, prefix=prefix)
+        store = PostgresStore.from_pool(pool, prefix=prefix)
         await store.migrate()
         await Queue(store).enqueue(Embed(uri="file:///a"))
-        assert store._idle == []
+        assert store.driver._idle == []
         async with pool.acquire(timeout=5) as c:  # the caller's pool is free at once
             assert await c.fetchval(f"SELECT count(*) FROM {prefix}jobs") == 1
     finally:

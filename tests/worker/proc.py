@@ -15,12 +15,11 @@ import argparse
 import sys
 
 import anyio
-import structlog
 
 import venturi
+import venturi.logs
 from venturi.errors import ConfigError
 from venturi.worker import config as worker_config
-from venturi.worker import supervisor
 
 from .proctasks import PROC_TASKS, side_lifespan
 
@@ -51,15 +50,9 @@ async def _run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str]) -> int:
     args = _parse(argv)
-    structlog.configure(processors=[
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso"),
-        structlog.processors.format_exc_info,
-        structlog.processors.JSONRenderer(),
-    ])
+    venturi.logs.configure("json", "debug")  # every event, one JSON object per line
     if args.default_name:
-        for module in (worker_config, supervisor):
-            module.default_name = lambda: args.default_name  # type: ignore[attr-defined]
+        worker_config.default_name = lambda: args.default_name
     try:
         return anyio.run(_run, args)
     except ConfigError as exc:

@@ -1,4 +1,19 @@
-"""Loading named SQL blocks and splicing in the (validated) table prefix."""
+"""Loading the named SQL blocks and splicing in the (validated) table prefix.
+
+PostgresStore's statements live in the ``*.sql`` files of
+``venturi.store.postgres``, one file per concern, read once. A file holds
+blocks, each starting with a header line:
+
+- ``-- name: NAME`` begins a statement, run as ``queries(prefix)[NAME]``;
+- ``-- fragment: NAME`` begins a piece of SQL that several statements share
+  (a CTE chain, a guard); a line ``-- include: NAME`` in a block stands for it.
+
+Other ``--`` lines are comments and are dropped. In the text, ``{prefix}`` is
+the validated table prefix (table names are also schema-qualified) and
+``{now}`` the clock: ``$1``, or the database's ``now()`` when the store's clock
+returns None. Those are the only splices: every value is a bind parameter,
+written ``$n``; ``Query.pyformat`` gives the ``%s`` form for drivers that want it.
+"""
 
 from __future__ import annotations
 
@@ -8,30 +23,85 @@ from importlib import resources
 
 from ..config import validate_prefix
 
-_NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+_HEADER = re.compile(r"^-- (name|fragment): (\w+)\s*$", re.MULTILINE)
+_INCLUDE = re.compile(r"^\s*-- include: (\w+)\s*$", re.MULTILINE)
 NOW_PARAM = "coalesce($1::timestamptz, now())"
+STATEMENTS = "venturi.store.postgres"
+
+
+def _blocks(text: str) -> list[tuple[str, str, str]]:
+    """(kind, name, body) of every block of one file."""
+    parts = _HEADER.split(text)
+    return [(kind, name, body) for kind, name, body
+            in zip(parts[1::3], parts[2::3], parts[3::3], strict=True)]
 
 
 @cache
-def _raw_blocks(package: str, filename: str) -> dict[str, str]:
-    text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
-    parts = _NAME.split(text)
-    blocks: dict[str, str] = {}
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        lines = [ln for ln in body.strip().splitlines() if not ln.lstrip().startswith("--")]
-        blocks[name] = "\n".join(lines).strip()
-    return blocks
+def _raw_blocks(package: str = STATEMENTS) -> dict[str, str]:
+    """Every statement of ``package``'s ``*.sql`` files, fragments included and
+    comments dropped, by name."""
+    statements: dict[str, str] = {}
+    fragments: dict[str, str] = {}
+    files = sorted((f for f in resources.files(package).iterdir() if f.name.endswith(".sql")),
+                   key=lambda f: f.name)
+    for file in files:
+        for kind, name, body in _blocks(file.read_text(encoding="utf-8")):
+            if name in statements or name in fragments:
+                raise RuntimeError(f"SQL block {name!r} is defined twice ({file.name})")
+            (statements if kind == "name" else fragments)[name] = body
+
+    def expand(body: str, seen: tuple[str, ...]) -> str:
+        def include(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name not in fragments:
+                raise RuntimeError(f"SQL block includes unknown fragment {name!r}")
+            if name in seen:
+                raise RuntimeError(f"SQL fragment {name!r} includes itself")
+            return expand(fragments[name], (*seen, name))
+        code = "\n".join(ln for ln in _INCLUDE.sub(include, body).splitlines()
+                         if ln.strip() and not ln.lstrip().startswith("--"))
+        return code
+
+    return {name: expand(body, ()) for name, body in statements.items()}
+
+
+_PLACEHOLDER = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\$(\d+)|%")
+
+
+def pyformat(sql: str) -> tuple[str, tuple[int, ...]]:
+    """``sql`` with ``%s`` placeholders, and for each the index of the argument it takes:
+    ``$n`` placeholders may repeat or come in any order, ``%s`` ones are positional.
+    Literal ``%`` is doubled; quoted strings and identifiers are left alone."""
+    order: list[int] = []
+
+    def convert(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if match.group(1) is not None:
+            order.append(int(match.group(1)) - 1)
+            return "%s"
+        return "%%" if token == "%" else token
+
+    return _PLACEHOLDER.sub(convert, sql), tuple(order)
 
 
 class Query:
     """One statement, ready to run. ``uses_now``: its ``$1`` is the clock."""
 
-    __slots__ = ("name", "sql", "uses_now")
+    __slots__ = ("_pyformat", "name", "sql", "uses_now")
 
     def __init__(self, name: str, sql: str, uses_now: bool) -> None:
         self.name = name
         self.sql = sql
         self.uses_now = uses_now
+        self._pyformat: tuple[str, tuple[int, ...]] | None = None
+
+    @property
+    def pyformat(self) -> tuple[str, tuple[int, ...]]:
+        """The statement in ``%s`` style and its arguments' order (see :func:`pyformat`),
+        converted once."""
+        if self._pyformat is None:
+            self._pyformat = pyformat(self.sql)
+        return self._pyformat
 
 
 # Table references (not channel names, which sit inside quotes).
@@ -50,7 +120,7 @@ def queries(prefix: str, schema: str | None = None) -> dict[str, Query]:
     validate_prefix(prefix)
     qualified = prefix if schema is None else f"{quote_ident(schema)}.{prefix}"
     out: dict[str, Query] = {}
-    for name, body in _raw_blocks("venturi.store", "postgres.sql").items():
+    for name, body in _raw_blocks().items():
         uses_now = "{now}" in body
         body = _TABLE.sub(lambda m: f"{qualified}{m.group(1)}", body)
         sql = body.replace("{prefix}", prefix).replace("{now}", NOW_PARAM)

@@ -7,7 +7,6 @@ way a single SQL statement is.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import datetime as dt
 import itertools
@@ -21,17 +20,13 @@ from .. import _codec
 from ..config import validate_prefix
 from ..errors import ConfigError
 from ..notices import cancel_messages, encode, job_notice
+from . import lifecycle
 from .base import (
-    Action,
     ClaimRequest,
     CleanupCriteria,
     Clock,
-    CountFilter,
     DatabaseClock,
-    Detail,
     Enqueued,
-    FailedJob,
-    HistoryFilter,
     IdentityLock,
     JobRecord,
     JournalRecord,
@@ -44,22 +39,20 @@ from .base import (
     Recovered,
     Settled,
     Settlement,
-    Snapshot,
     Status,
     Store,
     WorkerInfo,
     check_new_jobs,
 )
+from .lifecycle import Recovery
+from .memory_sessions import MemoryIdentityLock, MemoryListener
+from .memory_views import MemoryViews, in_subtree
 
 UTC = dt.UTC
 _ACTIVE = (Status.PENDING, Status.CLAIMED)
 
 
-def _in_subtree(subject: str | None, root: str) -> bool:
-    return subject is not None and (subject == root or subject.startswith(root + "/"))
-
-
-class MemoryStore(Store):
+class MemoryStore(MemoryViews, Store):
     """An in-memory store with PostgresStore's semantics (no durability)."""
 
     def __init__(self, *, prefix: str = "venturi_", clock: Clock | None = None) -> None:
@@ -70,11 +63,8 @@ class MemoryStore(Store):
         self._journal_ids = itertools.count(1)
         self._workers: dict[tuple[str, str], WorkerInfo] = {}
         self._listeners: set[MemoryListener] = set()
-        self._locks: dict[str, object] = {}
+        self._locks: dict[str, object] = {}  # worker name -> its identity lock's holder
         self.migrated = False
-
-    def _now(self) -> dt.datetime:
-        return self.clock.now() or dt.datetime.now(UTC)
 
     # --- internals -------------------------------------------------------------------
 
@@ -186,10 +176,10 @@ class MemoryStore(Store):
             changes["priority"] = update.priority
         if update.set_carry:
             changes["carry"] = _codec.loads(update.carry)
-        if visible_at is not None and visible_at < job.visible_at:
-            changes["visible_at"] = visible_at
-        job = self._put(job, **changes)
-        self._append(job, job.run_count, Outcome.MERGED, note)
+        job = lifecycle.MERGE.apply(dataclasses.replace(job, **changes), self._now(),
+                                    requested=visible_at)
+        self._jobs[job.id] = job
+        self._append(job, job.run_count, lifecycle.MERGE.outcome, note)
 
     async def dedup_candidate(self, kind: str, dedup_key: str) -> JobRecord | None:
         return self._candidate(kind, dedup_key)
@@ -202,7 +192,7 @@ class MemoryStore(Store):
         if job is None or job.status is not Status.PENDING:
             return False
         self._merge(job, update, visible_at, note)
-        self._notify("jobs", job.kind)
+        self._announce([self._jobs[id]], self._now())
         return True
 
     # --- working ------------------------------------------------------------------------
@@ -247,32 +237,15 @@ class MemoryStore(Store):
                     or job.run_count != s.run_no):
                 out.append(Settled(s.id, False))
                 continue
-            failed = s.action in (Action.FAIL, Action.KILL)
-            failures = job.failure_count + (1 if failed else 0)
-            if s.action is Action.COMPLETE:
-                status, outcome = Status.COMPLETED, Outcome.COMPLETED
-            elif s.action is Action.KILL or (
-                    s.action is Action.FAIL and failures >= job.max_failures):
-                status, outcome = Status.DEAD, Outcome.DEAD
-            elif s.action is Action.FAIL:
-                status, outcome = Status.PENDING, Outcome.RETRIED
-            elif s.action is Action.PAUSE:
-                status, outcome = Status.PENDING, Outcome.PAUSED
-            else:
-                status, outcome = Status.PENDING, Outcome.RELEASED
-            changes: dict[str, Any] = dict(
-                status=status, failure_count=failures, claimed_by=None, claim_expires_at=None,
-                finished_at=now if status.terminal else None,
-            )
-            if s.action in (Action.FAIL, Action.PAUSE, Action.RELEASE):
-                changes["visible_at"] = now + s.delay
+            t = lifecycle.settle(s.action, job.failure_count, job.max_failures)
+            job = t.apply(job, now, delay=s.delay)
             if s.set_carry:
-                changes["carry"] = _codec.loads(s.carry)
-            job = self._put(job, **changes)
-            self._append(job, s.run_no, outcome, s.note, _codec.loads(s.attachment))
-            if status is Status.PENDING:
+                job = dataclasses.replace(job, carry=_codec.loads(s.carry))
+            self._jobs[job.id] = job
+            self._append(job, s.run_no, t.outcome, s.note, _codec.loads(s.attachment))
+            if t.wakes:
                 woke.append(job)
-            if job.periodic and status.terminal and s.successor is not None:
+            if job.periodic and t.status.terminal and s.successor is not None:
                 next_id, next_at = s.successor
                 if not self._periodic_taken(job.kind) and next_id not in self._jobs:
                     self._jobs[next_id] = dataclasses.replace(
@@ -281,7 +254,7 @@ class MemoryStore(Store):
                         finished_at=None, run_count=0, failure_count=0, carry=None,
                         dedup_key=None, subject=None,
                     )
-            out.append(Settled(s.id, True, status, outcome))
+            out.append(Settled(s.id, True, t.status, t.outcome))
         self._announce(woke, now)
         return out
 
@@ -304,16 +277,11 @@ class MemoryStore(Store):
         found.sort(key=lambda j: (j.claim_expires_at or now, j.id))
         return found
 
-    def _recover(self, job: JobRecord, now: dt.datetime, note: str) -> Recovered:
-        failures = job.failure_count + 1
-        dead = failures >= job.max_failures
+    def _recover(self, job: JobRecord, now: dt.datetime, why: Recovery) -> Recovered:
         owner = job.claimed_by or ""
-        job = self._put(
-            job, status=Status.DEAD if dead else Status.PENDING, failure_count=failures,
-            finished_at=now if dead else None, visible_at=now, claimed_by=None,
-            claim_expires_at=None,
-        )
-        self._append(job, job.run_count, Outcome.DEAD if dead else Outcome.STALE_RECOVERED, note)
+        t = lifecycle.recover(job.failure_count, job.max_failures)
+        job = self._jobs[job.id] = t.apply(job, now)
+        self._append(job, job.run_count, t.outcome, why.value)
         return Recovered(job.id, job.kind, job.run_count, job.status, owner)
 
     async def find_stale(self, limit: int = 1000) -> list[JobRecord]:
@@ -325,14 +293,14 @@ class MemoryStore(Store):
         if (job is None or job.status is not Status.CLAIMED or job.run_count != run_no
                 or job.claim_expires_at is None or not job.claim_expires_at < now):
             return None
-        result = self._recover(job, now, "lease-expired")
-        self._wake([result])
+        result = self._recover(job, now, Recovery.LEASE_EXPIRED)
+        self._wake([result], now)
         return result
 
     async def recover_stale(self, limit: int = 1000) -> list[Recovered]:
         now = self._now()
-        results = [self._recover(j, now, "lease-expired") for j in self._stale(now)[:limit]]
-        self._wake(results)
+        results = [self._recover(j, now, Recovery.LEASE_EXPIRED) for j in self._stale(now)[:limit]]
+        self._wake(results, now)
         return results
 
     async def recover_boot(self, name: str, claimed_by: str) -> list[Recovered]:
@@ -343,13 +311,12 @@ class MemoryStore(Store):
             and j.claimed_by != claimed_by and j.claimed_by.startswith(name + "/")
             and "/" not in j.claimed_by[len(name) + 1:]
         ]
-        results = [self._recover(j, now, "worker-restarted") for j in mine]
-        self._wake(results)
+        results = [self._recover(j, now, Recovery.WORKER_RESTARTED) for j in mine]
+        self._wake(results, now)
         return results
 
-    def _wake(self, results: Sequence[Recovered]) -> None:
-        for kind in sorted({r.kind for r in results if r.status is Status.PENDING}):
-            self._notify("jobs", kind)
+    def _wake(self, results: Sequence[Recovered], now: dt.datetime) -> None:
+        self._announce([self._jobs[r.id] for r in results], now)
 
     async def next_visible_at(self, kinds: Sequence[str]) -> dt.datetime | None:
         now = self._now()
@@ -369,72 +336,6 @@ class MemoryStore(Store):
                 n += 1
         return n
 
-    # --- inspecting -------------------------------------------------------------------------
-
-    async def job(self, id: UUID) -> JobRecord | None:
-        return self._jobs.get(id)
-
-    async def journal(self, id: UUID) -> list[JournalRecord]:
-        return list(self._journal.get(id, []))
-
-    async def query_jobs(self, filter: HistoryFilter) -> list[JobRecord]:
-        f = filter
-        found = [
-            j for j in self._jobs.values()
-            if (f.before is None or j.id < f.before)
-            and (f.kind is None or j.kind == f.kind)
-            and (f.status is None or j.status is f.status)
-            and (f.finished_since is None or (j.finished_at is not None
-                                              and j.finished_at >= f.finished_since))
-            and (f.finished_until is None or (j.finished_at is not None
-                                              and j.finished_at < f.finished_until))
-        ]
-        found.sort(key=lambda j: j.id, reverse=True)
-        return found[: f.limit]
-
-    async def count(self, filter: CountFilter) -> int:
-        statuses = set(filter.statuses) if filter.statuses else set(Status)
-        return sum(
-            1 for j in self._jobs.values()
-            if j.status in statuses
-            and (filter.kind is None or j.kind == filter.kind)
-            and (filter.subject is None or _in_subtree(j.subject, filter.subject))
-        )
-
-    async def stats(self) -> Snapshot:
-        now = self._now()
-        snap = Snapshot(counts_by_status={s.value: 0 for s in Status})
-        oldest: dict[str, dt.datetime] = {}
-        for j in self._jobs.values():
-            snap.counts_by_status[j.status.value] += 1
-            if j.status is Status.PENDING:
-                if j.visible_at <= now:
-                    snap.pending_by_kind[j.kind] = snap.pending_by_kind.get(j.kind, 0) + 1
-                    oldest[j.kind] = min(oldest.get(j.kind, j.visible_at), j.visible_at)
-                else:
-                    snap.scheduled_by_kind[j.kind] = snap.scheduled_by_kind.get(j.kind, 0) + 1
-            elif j.status is Status.CLAIMED:
-                snap.claimed_by_kind[j.kind] = snap.claimed_by_kind.get(j.kind, 0) + 1
-            elif j.status is Status.DEAD:
-                snap.dead_by_kind[j.kind] = snap.dead_by_kind.get(j.kind, 0) + 1
-        snap.oldest_pending_age.update({k: now - v for k, v in oldest.items()})
-        return dataclasses.replace(snap, claimed=snap.counts_by_status["claimed"])
-
-    async def detail(self, limit: int) -> Detail:
-        now = self._now()
-        runnable = [j.visible_at for j in self._jobs.values()
-                    if j.status is Status.PENDING and j.visible_at <= now]
-        dead = sorted(
-            (j for j in self._jobs.values() if j.status is Status.DEAD),
-            key=lambda j: (-(j.finished_at or now).timestamp(), j.id),
-        )[:limit]
-        failed = []
-        for j in dead:
-            reason = next((e.note for e in reversed(self._journal.get(j.id, []))
-                           if e.outcome is Outcome.DEAD), None)
-            failed.append(FailedJob(j.id, j.kind, j.subject, reason, j.finished_at or now))
-        return Detail(now - min(runnable) if runnable else None, failed)
-
     # --- administering ------------------------------------------------------------------------
 
     async def cancel(
@@ -446,7 +347,7 @@ class MemoryStore(Store):
             wanted = set(ids)
             victims = [j for j in self._jobs.values() if j.id in wanted]
         else:
-            victims = [j for j in self._jobs.values() if _in_subtree(j.subject, subject or "")]
+            victims = [j for j in self._jobs.values() if in_subtree(j.subject, subject or "")]
         claimed = [str(j.id) for j in victims if j.status is Status.CLAIMED]
         for j in victims:
             del self._jobs[j.id]
@@ -469,9 +370,8 @@ class MemoryStore(Store):
                 continue
             if j.periodic and self._periodic_taken(j.kind):
                 continue
-            j = self._put(j, status=Status.PENDING, failure_count=0, finished_at=None,
-                          visible_at=now)
-            self._append(j, j.run_count, Outcome.REDRIVEN, "operator")
+            j = self._jobs[j.id] = lifecycle.REDRIVE.apply(j, now)
+            self._append(j, j.run_count, lifecycle.REDRIVE.outcome, lifecycle.REDRIVE_NOTE)
             kinds.add(j.kind)
             n += 1
         for k in sorted(kinds):
@@ -510,50 +410,10 @@ class MemoryStore(Store):
         return self._now()
 
     def listen(self) -> Listener:
-        return MemoryListener(self)
+        return MemoryListener(self._listeners)
 
     def identity_lock(self, name: str) -> IdentityLock:
-        return MemoryIdentityLock(self, name)
+        return MemoryIdentityLock(self._locks, name)
 
     async def cleanup_exclusive(self, criteria: CleanupCriteria) -> int | None:
         return await self.cleanup(criteria)
-
-
-class MemoryIdentityLock(IdentityLock):
-    """In-process stand-in for the session advisory lock on a worker name."""
-
-    def __init__(self, store: MemoryStore, name: str) -> None:
-        self._store = store
-        self._name = name
-        self._token = object()
-        self.lost = asyncio.Event()
-
-    async def __aenter__(self) -> MemoryIdentityLock:
-        return self
-
-    async def acquire(self) -> bool:
-        holder = self._store._locks.setdefault(self._name, self._token)
-        return holder is self._token
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._store._locks.get(self._name) is self._token:
-            del self._store._locks[self._name]
-
-
-class MemoryListener(Listener):
-    def __init__(self, store: MemoryStore) -> None:
-        self._store = store
-        self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
-
-    def push(self, channel: str, payload: str) -> None:
-        self._queue.put_nowait((channel, payload))
-
-    async def __aenter__(self) -> MemoryListener:
-        self._store._listeners.add(self)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._store._listeners.discard(self)
-
-    async def receive(self) -> tuple[str, str]:
-        return await self._queue.get()

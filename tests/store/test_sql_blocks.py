@@ -1,0 +1,90 @@
+"""The named statements' loader (venturi/store/_sql.py): files, fragments, placeholders."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from venturi.store import _sql
+
+_DOLLAR = re.compile(r"\$(\d+)")
+
+
+def _unquoted(sql: str) -> str:
+    return re.sub(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"", "''", sql)
+
+
+@pytest.mark.parametrize("name", sorted(_sql.queries("venturi_")))
+def test_every_statement_converts_to_pyformat_and_back(name: str) -> None:
+    """A driver with %s placeholders (psycopg) runs the same text: the conversion is
+    exact, so converting back gives the statement asyncpg runs."""
+    query = _sql.queries("venturi_", "public")[name]
+    converted, order = query.pyformat
+    assert converted.count("%s") == len(order)
+    assert not _DOLLAR.search(_unquoted(converted))
+    back = iter(order)
+    restored = re.sub(r"%%|%s", lambda m: "%" if m.group(0) == "%%" else f"${next(back) + 1}",
+                      converted)
+    assert restored == query.sql
+    # Parameters are numbered without holes (a hole has no type to infer).
+    used = {int(n) for n in _DOLLAR.findall(_unquoted(query.sql))}
+    assert used == set(range(1, max(used) + 1)) if used else True
+
+
+def test_pyformat_escapes_percent_and_leaves_quotes_alone() -> None:
+    sql = "SELECT $2 % 3, '50% of $1', \"col$1\", $1, $2"
+    assert _sql.pyformat(sql) == ("SELECT %s %% 3, '50% of $1', \"col$1\", %s, %s", (1, 0, 1))
+
+
+def test_no_statement_is_left_with_a_directive_or_a_comment() -> None:
+    for name, query in _sql.queries("venturi_").items():
+        assert "-- " not in query.sql and "{" not in query.sql.replace("'{", ""), name
+
+
+def test_every_fragment_is_included() -> None:
+    texts = [f.read_text(encoding="utf-8") for f in resources.files(_sql.STATEMENTS).iterdir()
+             if f.name.endswith(".sql")]
+    defined = {m for t in texts for m in re.findall(r"^-- fragment: (\w+)", t, re.MULTILINE)}
+    included = {m for t in texts for m in re.findall(r"^\s*-- include: (\w+)", t, re.MULTILINE)}
+    assert defined and defined == included
+
+
+@pytest.fixture
+def package(tmp_path: Path) -> Iterator[Path]:
+    """A throwaway package of .sql files to load."""
+    root = tmp_path / "sqlpkg_blocks"
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        yield root
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("sqlpkg_blocks", None)
+        _sql._raw_blocks.cache_clear()
+
+
+def test_fragments_are_included_across_files(package: Path) -> None:
+    (package / "a.sql").write_text(
+        "-- name: one\n-- why\nSELECT\n-- include: cols\nFROM t\n")
+    (package / "b.sql").write_text(
+        "-- fragment: cols\n-- the columns\na,\n-- include: last\n"
+        "-- fragment: last\nb\n")
+    assert _sql._raw_blocks("sqlpkg_blocks") == {"one": "SELECT\na,\nb\nFROM t"}
+
+
+@pytest.mark.parametrize(("files", "says"), [
+    ({"a.sql": "-- name: x\nSELECT 1\n", "b.sql": "-- name: x\nSELECT 2\n"}, "twice"),
+    ({"a.sql": "-- name: x\n-- include: nope\n"}, "unknown fragment"),
+    ({"a.sql": "-- name: x\n-- include: f\n-- fragment: f\n-- include: f\n"}, "itself"),
+])
+def test_bad_blocks_are_refused(package: Path, files: dict[str, str], says: str) -> None:
+    for filename, text in files.items():
+        (package / filename).write_text(text)
+    with pytest.raises(RuntimeError, match=says):
+        _sql._raw_blocks("sqlpkg_blocks")

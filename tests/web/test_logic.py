@@ -1,0 +1,134 @@
+"""The dashboard's pure parts: filters from the URL, bulk plans, chart series."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+import pytest
+
+from venturi import Snapshot, Status
+from venturi._ids import uuid7
+from venturi.web import bulk
+from venturi.web.filters import FilterError, JobFilter, id_time, known_count, uuid7_floor
+from venturi.web.samples import MAX_LAG_SERIES, WINDOW, Samples
+
+SNAP = Snapshot(pending_by_kind={"a": 3, "b": 1}, scheduled_by_kind={"a": 2},
+                claimed_by_kind={"a": 1}, dead_by_kind={"a": 4, "b": 5},
+                counts_by_status={"pending": 6, "claimed": 1, "completed": 40, "dead": 9})
+
+
+def test_uuid7_floor_orders_ids_by_creation_millisecond() -> None:
+    before = uuid7()
+    floor = uuid7_floor(dt.datetime.now(dt.UTC) + dt.timedelta(milliseconds=2))
+    assert before < floor
+    stamp = id_time(before)
+    assert stamp is not None and uuid7_floor(stamp) <= before
+    assert id_time(uuid.uuid4()) is None
+
+
+def test_filter_round_trips_through_the_url() -> None:
+    f = JobFilter.parse({"kind": " a ", "status": "dead", "subject": "file:///x/",
+                         "since": "2026-01-02T03:04:05.678", "until": ""})
+    assert f == JobFilter(kind="a", status=Status.DEAD, subject="file:///x",
+                          since=dt.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=dt.UTC))
+    assert JobFilter.parse(f.params()) == f
+    assert JobFilter.parse({}).empty
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"status": "running"}, "status: 'running' is not one of"),
+    ({"since": "yesterday"}, "since: 'yesterday' is not a date"),
+    ({"since": "2026-01-02T00:00", "until": "2026-01-01T00:00"}, "since must be earlier"),
+    ({"subject": "///"}, "empty after stripping"),
+])
+def test_bad_filters_name_the_field(params: dict[str, str], message: str) -> None:
+    with pytest.raises(FilterError, match=message):
+        JobFilter.parse(params)
+
+
+@pytest.mark.parametrize(("micro", "second", "shown"), [
+    (590_000, 9, "2026-12-01T10:30:09.59"), (500_000, 9, "2026-12-01T10:30:09.5"),
+    (123_000, 9, "2026-12-01T10:30:09.123"), (0, 9, "2026-12-01T10:30:09"),
+    (0, 0, "2026-12-01T10:30"),
+])
+def test_time_bounds_are_shown_as_a_browser_normalises_them(
+        micro: int, second: int, shown: str) -> None:
+    """A datetime-local field's value is the shortest form: the page must render the
+    same text, or the field and the filter it applied disagree."""
+    when = dt.datetime(2026, 12, 1, 10, 30, second, micro, tzinfo=dt.UTC)
+    params = JobFilter(since=when).params()
+    assert params["since"] == shown
+    assert JobFilter.parse(params).since == when
+
+
+def test_known_counts_come_from_the_stats_only() -> None:
+    assert known_count(JobFilter(), SNAP) == 56
+    assert known_count(JobFilter(status=Status.PENDING, kind="a"), SNAP) == 5
+    assert known_count(JobFilter(status=Status.DEAD), SNAP) == 9
+    assert known_count(JobFilter(status=Status.COMPLETED), SNAP) == 40
+    assert known_count(JobFilter(kind="a"), SNAP) is None  # completed per kind: not counted
+    assert known_count(JobFilter(status=Status.DEAD, subject="s"), SNAP) is None
+
+
+def test_bulk_plans_offer_only_what_one_count_covers() -> None:
+    retry = bulk.plan("retry", JobFilter(status=Status.DEAD), SNAP, None)
+    assert retry == bulk.Plan("retry", 9, "retry-kinds", ("a", "b"))
+    assert isinstance(bulk.plan("retry", JobFilter(status=Status.PENDING), SNAP, 6), bulk.Refusal)
+    assert bulk.plan("cancel", JobFilter(subject="s"), SNAP, 7) == bulk.Plan(
+        "cancel", 7, "cancel-subject")
+    refused = bulk.plan("cancel", JobFilter(subject="s", status=Status.DEAD), SNAP, 1)
+    assert isinstance(refused, bulk.Refusal) and "whole subtree" in refused.reason
+    walk = bulk.plan("cancel", JobFilter(kind="a", status=Status.PENDING), SNAP, 5)
+    assert walk == bulk.Plan("cancel", 5, "cancel-walk")
+    big = bulk.Plan("cancel", 50_000, "cancel-walk")
+    assert big.touches == bulk.WALK_MAX
+    timed = JobFilter(status=Status.DEAD, since=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    assert isinstance(bulk.plan("retry", timed, SNAP, None), bulk.Refusal)
+    assert isinstance(bulk.plan("cancel", JobFilter(), SNAP, 56), bulk.Refusal)
+
+
+def snap(completed: int, dead: int = 0, lag: dict[str, float] | None = None) -> Snapshot:
+    return Snapshot(counts_by_status={"completed": completed, "dead": dead},
+                    oldest_pending_age={k: dt.timedelta(seconds=v)
+                                        for k, v in (lag or {}).items()})
+
+
+def test_throughput_is_the_growth_of_the_finished_count_and_a_drop_is_a_gap() -> None:
+    s = Samples(interval=10)
+    for i, (completed, dead) in enumerate([(0, 0), (100, 0), (250, 50), (40, 50), (60, 50)]):
+        s.add(snap(completed, dead), at=1000 + 10 * i, mono=10 * i)
+    series = s.series()
+    assert series["x"] == [1000, 1010, 1020, 1030, 1040]
+    # The fall (retention deleted finished rows) is not negative work.
+    assert series["throughput"] == [None, 10.0, 20.0, None, 2.0]
+
+
+def test_lag_series_keep_the_kinds_that_waited_longest() -> None:
+    s = Samples(interval=1)
+    lags = {f"k{i}": float(i) for i in range(MAX_LAG_SERIES + 3)}
+    s.add(snap(0, lag=lags), at=0, mono=0)
+    s.add(snap(0, lag={"k0": 99.0}), at=1, mono=1)
+    series = s.series()
+    assert len(series["kinds"]) == MAX_LAG_SERIES
+    assert "k0" in series["kinds"] and "k1" not in series["kinds"]
+    k0 = series["kinds"].index("k0")
+    assert series["lag"][k0] == [0.0, 99.0]
+
+
+def test_samples_keep_an_hour() -> None:
+    s = Samples(interval=60)
+    for i in range(200):
+        s.add(snap(i), at=60.0 * i, mono=60.0 * i)
+    xs = s.series()["x"]
+    assert xs[-1] - xs[0] <= WINDOW and len(xs) <= WINDOW / 60 + 2
+
+
+def test_a_costly_refresh_stretches_the_period() -> None:
+    from venturi import MemoryStore, Queue
+    from venturi.web.live import COST_FACTOR, Hub
+
+    hub = Hub(Queue(MemoryStore()), refresh=2.0, sample_interval=10, min_gap=0.5)
+    assert hub.periods() == (2.0, 0.5)
+    hub.cost = 0.58  # stats() on 1,100,000 rows (docs/operations/dashboard.md)
+    assert hub.periods() == (COST_FACTOR * 0.58, COST_FACTOR * 0.58)

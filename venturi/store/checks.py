@@ -1,0 +1,85 @@
+"""Refusing, before anything is written, a job the schema would refuse.
+
+Both stores call these first, so a bad job fails alike in each: ``InvalidJob``
+naming the offending index in a batch, nothing half-written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .._codec import json_has_nul
+from ..errors import InvalidJob
+from .records import NewJob, NewJobBatch
+
+
+def check_new_job_batch(batch: NewJobBatch) -> None:
+    """``check_new_jobs`` for a batch, by whole columns: each check runs once over a
+    column's distinct values or its joined text; only a batch that fails one is
+    checked row by row, to name the offending index."""
+    n = len(batch.ids)
+    columns: list[Sequence[Any]] = [batch.kinds, batch.payloads, batch.priorities,
+                                    batch.max_failures]
+    for optional in (batch.subjects, batch.periodic):
+        if optional is not None:
+            columns.append(optional)
+    if any(len(c) != n for c in columns):
+        raise ValueError("NewJobBatch columns differ in length")
+    payloads = "".join(batch.payloads)
+    # map(type, ...) first: a set keeps only one of 1 and True.
+    suspect = n > 0 and (
+        set(map(type, batch.priorities)) != {int}
+        or not set(batch.priorities) <= {0, 1, 2}
+        or set(map(type, batch.max_failures)) != {int}
+        or min(batch.max_failures) < 1
+        or any(_text_problem(k) for k in set(batch.kinds))
+        or _text_problem(payloads)
+        or "\\u0000" in payloads
+        or (batch.subjects is not None
+            and _text_problem("".join(s for s in batch.subjects if s is not None)))
+    )
+    if suspect:
+        check_new_jobs(batch.jobs())
+
+
+def _text_problem(text: str) -> bool:
+    if "\x00" in text:
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def check_new_jobs(jobs: Sequence[NewJob]) -> None:
+    """Refuse, before anything is written, a job the schema would refuse, so both
+    stores fail alike: ``InvalidJob`` naming the offending index in a batch."""
+    for index, job in enumerate(jobs):
+        problem = _new_job_problem(job)
+        if problem is not None:
+            raise InvalidJob(problem, index=index if len(jobs) > 1 else None)
+
+
+def _new_job_problem(job: NewJob) -> str | None:
+    if isinstance(job.priority, bool) or job.priority not in (0, 1, 2):
+        return f"priority {job.priority!r} is out of range: use 0 (high), 1 (normal) or 2 (low)"
+    if isinstance(job.max_failures, bool) or not (
+            isinstance(job.max_failures, int) and job.max_failures >= 1):
+        return f"max_failures {job.max_failures!r} must be an int >= 1"
+    for name in ("payload", "carry"):
+        value = getattr(job, name)
+        if value is not None and json_has_nul(value):
+            return f"{name} contains a NUL character, which jsonb cannot store"
+    for name in ("kind", "subject", "dedup_key"):
+        value = getattr(job, name)
+        if value is None:
+            continue
+        if "\x00" in value:
+            return f"{name} contains a NUL character"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{name} is not valid UTF-8 (lone surrogate)"
+    return None

@@ -1,0 +1,322 @@
+"""The asyncpg driver: a pool, the kept connection, COPY, error translation.
+
+It implements ``driver.Driver``, so PostgresStore's operations never touch
+asyncpg: they hand it a named query and its positional parameters. asyncpg
+speaks ``$n`` placeholders, so the SQL goes as written; JSON goes as text (the
+statements cast it), and asyncpg returns jsonb as text by default.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from typing import Any
+
+import asyncpg
+
+from ...config import mask_dsn
+from ...errors import ConfigError
+from .._sql import Query
+from ..base import IdentityLock, Listener
+from .asyncpg_errors import DRIVER_ERRORS, TRANSIENT_ERRORS, line, translate, translated
+from .asyncpg_sessions import AsyncpgIdentityLock, AsyncpgListener
+from .driver import Executor, Row
+
+# How long a kept connection stays out of the pool, unused, for the next statement
+# that asked to keep it (between one and two times this): see AsyncpgDriver._keep.
+LINGER = 0.05
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Pool reset hook that skips asyncpg's reset query, a round trip on every
+    release. Safe because the store leaves no session state on pool connections:
+    LISTEN and session locks live on dedicated connections, migrate() takes a
+    transaction-scoped lock, and asyncpg itself still rolls back a transaction
+    left open."""
+
+
+def _usable(c: Any) -> bool:
+    """Whether a kept connection can run a statement. One whose session was lost
+    while kept is not: asyncpg closed it and took its slot back into the pool
+    (its proxy is detached) or will when it is released."""
+    try:
+        return not c.is_closed()
+    except asyncpg.InterfaceError:  # detached: the slot is back in the pool
+        return False
+
+
+class AsyncpgExecutor:
+    """Statements on one asyncpg connection (a pooled one, or a caller's)."""
+
+    __slots__ = ("_dsn", "_prefix", "broken", "conn")
+
+    def __init__(self, conn: Any, prefix: str, dsn: str | None) -> None:
+        self.conn = conn
+        self._prefix = prefix
+        self._dsn = dsn
+        self.broken = False  # stuck mid-protocol: the pool must not get it back
+
+    async def _call(self, method: str, sql: str, args: Sequence[Any]) -> Any:
+        try:
+            return await getattr(self.conn, method)(sql, *args)
+        except DRIVER_ERRORS as exc:
+            self.broken = self.broken or isinstance(exc, asyncpg.InternalClientError)
+            raise translate(exc, self._prefix, self._dsn) from None
+
+    async def fetch(self, query: Query, args: Sequence[Any]) -> list[Row]:
+        rows: list[Row] = await self._call("fetch", query.sql, args)
+        return rows
+
+    async def fetchrow(self, query: Query, args: Sequence[Any]) -> Row | None:
+        row: Row | None = await self._call("fetchrow", query.sql, args)
+        return row
+
+    async def fetchval(self, query: Query, args: Sequence[Any]) -> Any:
+        return await self._call("fetchval", query.sql, args)
+
+    async def execute(self, query: Query, args: Sequence[Any]) -> None:
+        await self._call("execute", query.sql, args)
+
+    async def script(self, sql: str) -> None:
+        await self._call("execute", sql, ())
+
+    async def copy(self, schema: str | None, table: str, columns: Sequence[str],
+                   records: Iterable[Sequence[Any]]) -> None:
+        with translated(self._prefix, self._dsn):
+            await self.conn.copy_records_to_table(table, records=records, columns=columns,
+                                                  schema_name=schema)
+
+    @contextlib.asynccontextmanager
+    async def atomic(self, savepoint: str) -> AsyncIterator[None]:
+        """Our own transaction, or a savepoint inside the caller's however it began
+        (asyncpg's ``transaction()`` refuses to nest in one opened with a plain
+        ``BEGIN``, and ``conn=`` may be any connection)."""
+        c = self.conn
+        if not c.is_in_transaction():
+            with translated(self._prefix, self._dsn):
+                async with c.transaction():
+                    yield
+            return
+        await self._call("execute", f"SAVEPOINT {savepoint}", ())
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await c.execute(f"ROLLBACK TO SAVEPOINT {savepoint}")
+                await c.execute(f"RELEASE SAVEPOINT {savepoint}")
+            raise
+        await self._call("execute", f"RELEASE SAVEPOINT {savepoint}", ())
+
+
+class AsyncpgDriver:
+    """An asyncpg pool, with the connections the hot paths keep out of it.
+
+    A pool's acquire and release are a noticeable part of a single-row enqueue and
+    of a worker's claim (docs/benchmarks.md, "An insert keeps its connection").
+    Statements sent with ``keep=True`` (the insert and claim paths) instead keep the
+    connection they just used, so a producer enqueuing in a loop, or a worker
+    claiming again as soon as slots free up, reuses it at the cost of a list pop; a
+    timer gives it back to the pool once no statement has kept it for ``LINGER``
+    seconds. A connection is kept only after a statement that succeeded outside a
+    transaction; after any error (a broken connection, a cancellation
+    mid-statement) it goes back through the pool's own release, which waits out a
+    cancel and rolls back. Every other statement takes a kept connection before
+    asking the pool, so none waits for the timer.
+    """
+
+    def __init__(self, pool: asyncpg.Pool, *, prefix: str, dsn: str | None = None,
+                 listen_dsn: str | None = None, owns_pool: bool = False,
+                 pooler: bool = False) -> None:
+        self.pool = pool
+        self.prefix = prefix
+        self.dsn = dsn
+        self.listen_dsn = listen_dsn or dsn
+        self.pooler = pooler
+        self._owns_pool = owns_pool
+        # Only on a pool the driver owns: another user of a shared pool could not
+        # take a kept connection.
+        self._linger = owns_pool
+        self._idle: list[Any] = []
+        self._kept = 0  # connections kept so far: has any statement kept one since the timer?
+        self._timer: asyncio.TimerHandle | None = None
+        self._releasing: set[asyncio.Task[None]] = set()
+
+    @classmethod
+    async def connect(cls, dsn: str, *, prefix: str, min_size: int, max_size: int,
+                      pooler: bool, listen_dsn: str | None,
+                      connect_timeout: float) -> tuple[AsyncpgDriver, str | None]:
+        """A driver on a new pool, and the schema its connections create tables in.
+        ``pooler`` turns the statement cache off, for PgBouncer in transaction mode."""
+        try:
+            pool = await asyncpg.create_pool(
+                dsn, min_size=min_size, max_size=max_size, timeout=connect_timeout,
+                statement_cache_size=0 if pooler else 256,
+                max_inactive_connection_lifetime=60.0, reset=_keep_session,
+            )
+        except (ValueError, TypeError, asyncpg.ClientConfigurationError) as exc:
+            # Before the transient errors: ClientConfigurationError is an InterfaceError.
+            raise ConfigError(f"invalid DSN {mask_dsn(dsn)}: {line(exc)}") from None
+        except DRIVER_ERRORS as exc:
+            raise translate(exc, prefix, dsn) from None
+        try:
+            with translated(prefix, dsn):
+                schema: str | None = await pool.fetchval("SELECT current_schema()")
+        except BaseException:
+            pool.terminate()
+            raise
+        return cls(pool, prefix=prefix, dsn=dsn, listen_dsn=listen_dsn, owns_pool=True,
+                   pooler=pooler), schema
+
+    async def close(self) -> None:
+        self._linger = False
+        await self._return_idle()
+        if self._owns_pool:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.pool.close(), timeout=5)
+            self.pool.terminate()
+
+    def adopt(self, conn: Any) -> Executor:
+        return AsyncpgExecutor(conn, self.prefix, self.dsn)
+
+    # --- one statement ---------------------------------------------------------------
+
+    async def _run(self, method: str, query: Query, args: Sequence[Any], on: Executor | None,
+                   keep: bool) -> Any:
+        if on is not None:
+            return await getattr(on, method)(query, args)
+        try:
+            # _checkout's common case without awaiting a coroutine for it: this runs
+            # once per enqueued job.
+            idle = self._idle
+            c = idle.pop() if idle and _usable(idle[-1]) else await self._checkout()
+            try:
+                result = await getattr(c, method)(query.sql, *args)
+            except BaseException as exc:
+                await self._discard(c, isinstance(exc, asyncpg.InternalClientError))
+                raise
+            if not (keep and self._keep(c)):
+                await self.pool.release(c)
+            return result
+        except DRIVER_ERRORS as exc:
+            raise translate(exc, self.prefix, self.dsn) from None
+
+    async def fetch(self, query: Query, args: Sequence[Any], *, on: Executor | None = None,
+                    keep: bool = False) -> list[Row]:
+        rows: list[Row] = await self._run("fetch", query, args, on, keep)
+        return rows
+
+    async def fetchrow(self, query: Query, args: Sequence[Any], *, on: Executor | None = None,
+                       keep: bool = False) -> Row | None:
+        row: Row | None = await self._run("fetchrow", query, args, on, keep)
+        return row
+
+    async def fetchval(self, query: Query, args: Sequence[Any], *, on: Executor | None = None,
+                       keep: bool = False) -> Any:
+        return await self._run("fetchval", query, args, on, keep)
+
+    async def execute(self, query: Query, args: Sequence[Any], *, on: Executor | None = None,
+                      keep: bool = False) -> None:
+        await self._run("execute", query, args, on, keep)
+
+    # --- several statements on one connection -------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def session(self, on: Executor | None = None, *,
+                      keep: bool = False) -> AsyncIterator[Executor]:
+        if on is not None:
+            yield on
+            return
+        with translated(self.prefix, self.dsn):
+            c = await self._checkout()
+        executor = AsyncpgExecutor(c, self.prefix, self.dsn)
+        try:
+            yield executor
+        except BaseException as exc:
+            with translated(self.prefix, self.dsn):
+                await self._discard(c, executor.broken
+                                    or isinstance(exc, asyncpg.InternalClientError))
+            raise
+        with translated(self.prefix, self.dsn):
+            if not (keep and self._keep(c)):
+                await self.pool.release(c)
+
+    # --- the kept connections ------------------------------------------------------------
+
+    async def _checkout(self) -> Any:
+        idle = self._idle
+        while idle:
+            c = idle.pop()
+            if _usable(c):
+                return c
+            # A closed connection's slot goes back to the pool (a no-op when asyncpg
+            # already took it back), which reconnects it on a later acquire.
+            with contextlib.suppress(Exception):
+                await self.pool.release(c)
+        return await self.pool.acquire()
+
+    def _keep(self, c: Any) -> bool:
+        """Keep ``c`` (whose statement succeeded) for the next statement; False: release it."""
+        if not self._linger or c.is_closed() or c.is_in_transaction():
+            return False
+        self._idle.append(c)
+        self._kept += 1
+        if self._timer is None:
+            # One timer per LINGER, not per statement: a timer (unlike call_soon) costs
+            # the event loop no extra turn until it fires.
+            self._timer = asyncio.get_running_loop().call_later(
+                LINGER, self._on_linger, self._kept)
+        return True
+
+    def _on_linger(self, kept: int) -> None:
+        self._timer = None
+        if not self._idle:
+            return
+        if self._kept != kept:  # kept again since: look again in LINGER
+            self._timer = asyncio.get_running_loop().call_later(
+                LINGER, self._on_linger, self._kept)
+            return
+        idle, self._idle = self._idle, []
+        task = asyncio.get_running_loop().create_task(self._release(idle))
+        self._releasing.add(task)
+        task.add_done_callback(self._releasing.discard)
+
+    async def _release(self, conns: list[Any]) -> None:
+        for c in conns:
+            with contextlib.suppress(Exception):
+                await self.pool.release(c)
+
+    async def _return_idle(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        idle, self._idle = self._idle, []
+        await self._release(idle)
+        if self._releasing:
+            await asyncio.gather(*self._releasing, return_exceptions=True)
+
+    async def _discard(self, c: Any, broken: bool) -> None:
+        if broken:
+            c.terminate()  # back in the pool it fails every later use
+        await self.pool.release(c)
+
+    # --- dedicated sessions ---------------------------------------------------------------
+
+    def _direct_dsn(self, what: str) -> str:
+        """The DSN for a connection that must keep its session (LISTEN, session locks)."""
+        if self.pooler and self.listen_dsn == self.dsn:
+            raise ConfigError(
+                f"{what} needs a direct connection to PostgreSQL, not the pooler: "
+                "pass listen_dsn (--listen-dsn)"
+            )
+        return self.listen_dsn or ""
+
+    def listener(self, channels: Mapping[str, str]) -> Listener:
+        return AsyncpgListener(self._direct_dsn("LISTEN"), self.prefix, channels)
+
+    def identity_lock(self, query: Query, args: Sequence[Any]) -> IdentityLock:
+        return AsyncpgIdentityLock(self._direct_dsn("the worker identity lock"), self.prefix,
+                                   query, args)
+
+
+__all__ = ["TRANSIENT_ERRORS", "AsyncpgDriver", "AsyncpgExecutor", "translate"]

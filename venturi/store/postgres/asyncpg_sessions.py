@@ -1,0 +1,111 @@
+"""The asyncpg sessions that are never pooled: LISTEN, and the worker's identity lock.
+
+Each holds a dedicated connection for as long as it lives: a pool's reset would
+run ``UNLISTEN *``, and a session advisory lock must outlive transactions (and
+would be carried back into the pool, or lost in a pooler).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import asyncpg
+
+from ...errors import DatabaseUnavailable
+from .._sql import Query
+from ..base import IdentityLock, Listener
+from .asyncpg_errors import translated
+from .driver import channels as queue_channels
+
+
+class AsyncpgIdentityLock(IdentityLock):
+    """A session advisory lock (docs/concepts/leases.md, boot recovery), taken by
+    ``query`` on a dedicated connection."""
+
+    def __init__(self, dsn: str, prefix: str, query: Query, args: Sequence[Any]) -> None:
+        self._dsn = dsn
+        self._prefix = prefix
+        self._query = query
+        self._args = tuple(args)
+        self._conn: Any = None
+        self.lost = asyncio.Event()
+
+    async def __aenter__(self) -> AsyncpgIdentityLock:
+        return self
+
+    async def acquire(self) -> bool:
+        await self._close()
+        self.lost = asyncio.Event()
+        lost = self.lost
+        with translated(self._prefix, self._dsn):
+            self._conn = await asyncpg.connect(self._dsn, timeout=10, statement_cache_size=0)
+            self._conn.add_termination_listener(lambda _c: lost.set())
+            got: bool = await self._conn.fetchval(self._query.sql, *self._args)
+        if not got:
+            await self._close()
+        return got
+
+    async def ping(self) -> None:
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            with translated(self._prefix, self._dsn):
+                await asyncio.wait_for(conn.fetchval("SELECT 1"), timeout=5)
+        except DatabaseUnavailable:
+            self.lost.set()
+
+    async def _close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.close(), timeout=2)
+            conn.terminate()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._close()
+
+
+class AsyncpgListener(Listener):
+    """LISTEN on a dedicated connection; a notification is only a hint (the claim
+    decides what runs), a lost connection ends ``receive`` with ``DatabaseUnavailable``."""
+
+    def __init__(self, dsn: str, prefix: str, channels: Mapping[str, str] | None = None) -> None:
+        self._dsn = dsn
+        self._prefix = prefix
+        self._channels = dict(queue_channels(prefix) if channels is None else channels)
+        self._queue: asyncio.Queue[tuple[str, str] | None] = asyncio.Queue()
+        self._conn: Any = None
+
+    async def __aenter__(self) -> AsyncpgListener:
+        with translated(self._prefix, self._dsn):
+            self._conn = await asyncpg.connect(self._dsn, timeout=10, statement_cache_size=0)
+            self._conn.add_termination_listener(lambda _c: self._queue.put_nowait(None))
+            for channel, label in self._channels.items():
+                await self._conn.add_listener(channel, self._callback(label))
+        return self
+
+    def _callback(self, label: str) -> Any:
+        def on_notify(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
+            self._queue.put_nowait((label, payload))
+        return on_notify
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._conn.close(), timeout=2)
+            self._conn.terminate()
+
+    async def receive(self) -> tuple[str, str]:
+        item = await self._queue.get()
+        if item is None:
+            raise DatabaseUnavailable("listen connection lost")
+        return item
+
+    async def ping(self) -> None:
+        """Round-trip on the LISTEN connection, so a silently dead socket is noticed."""
+        with translated(self._prefix, self._dsn):
+            await asyncio.wait_for(self._conn.fetchval("SELECT 1"), timeout=5)

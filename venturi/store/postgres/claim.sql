@@ -1,0 +1,95 @@
+-- Claims and their leases (venturi/store/_sql.py says how these files are read).
+
+-- name: claim
+-- Runnable jobs of the worker's kinds, claimed under their kind's lease, in one
+-- statement (docs/concepts/priorities.md). Reserved slots lock tier 2 and tier 1
+-- rows first; the fill takes the rest in priority order, one bounded range scan
+-- per tier (so future-scheduled rows of a high tier are never walked). CTEs are
+-- pulled lazily: a tier is only scanned, and its rows only locked, when the fill
+-- still needs rows. A tier's fill starts after the rows its reservation locked
+-- (SKIP LOCKED does not skip our own locks).
+WITH kinds AS (
+    SELECT k.kind, k.lease FROM unnest($2::text[], $3::interval[]) AS k(kind, lease)
+), low AS (
+    SELECT id, visible_at FROM {prefix}jobs
+    WHERE status = 'pending' AND priority = 2 AND visible_at <= {now} AND kind = ANY($2::text[])
+    ORDER BY visible_at, id LIMIT $6 FOR UPDATE SKIP LOCKED
+), normal AS (
+    SELECT id, visible_at FROM {prefix}jobs
+    WHERE status = 'pending' AND priority = 1 AND visible_at <= {now} AND kind = ANY($2::text[])
+    ORDER BY visible_at, id LIMIT $5 FOR UPDATE SKIP LOCKED
+), reserved AS (
+    SELECT id FROM low UNION ALL SELECT id FROM normal
+), last_low AS (
+    SELECT visible_at, id FROM low ORDER BY visible_at DESC, id DESC LIMIT 1
+), last_normal AS (
+    SELECT visible_at, id FROM normal ORDER BY visible_at DESC, id DESC LIMIT 1
+), t0 AS (
+    SELECT id FROM {prefix}jobs
+    WHERE status = 'pending' AND priority = 0 AND visible_at <= {now} AND kind = ANY($2::text[])
+    ORDER BY visible_at, id LIMIT $4 FOR UPDATE SKIP LOCKED
+), t1 AS (
+    -- The fill of a tier goes on after the last row its reservation took (a keyset:
+    -- the index scan starts there instead of walking again what the reservation
+    -- walked, dead entries included), and only when the reservation took all it asked
+    -- for: fewer means the tier is exhausted.
+    SELECT id FROM {prefix}jobs
+    WHERE status = 'pending' AND priority = 1 AND visible_at <= {now} AND kind = ANY($2::text[])
+      AND (visible_at, id) > (
+          coalesce((SELECT visible_at FROM last_normal), '-infinity'::timestamptz),
+          coalesce((SELECT id FROM last_normal), '00000000-0000-0000-0000-000000000000'::uuid))
+      AND (SELECT count(*) FROM normal) >= $5
+    ORDER BY visible_at, id LIMIT $4 FOR UPDATE SKIP LOCKED
+), t2 AS (
+    SELECT id FROM {prefix}jobs
+    WHERE status = 'pending' AND priority = 2 AND visible_at <= {now} AND kind = ANY($2::text[])
+      AND (visible_at, id) > (
+          coalesce((SELECT visible_at FROM last_low), '-infinity'::timestamptz),
+          coalesce((SELECT id FROM last_low), '00000000-0000-0000-0000-000000000000'::uuid))
+      AND (SELECT count(*) FROM low) >= $6
+    ORDER BY visible_at, id LIMIT $4 FOR UPDATE SKIP LOCKED
+), fill AS (
+    SELECT id FROM (SELECT id FROM t0 UNION ALL SELECT id FROM t1 UNION ALL SELECT id FROM t2) AS f
+    LIMIT greatest($4 - (SELECT count(*) FROM reserved), 0)
+), picked AS (
+    SELECT id FROM reserved UNION ALL SELECT id FROM fill
+)
+UPDATE {prefix}jobs AS j SET
+    status = 'claimed',
+    claimed_by = $7,
+    run_count = j.run_count + 1,
+    claim_expires_at = {now} + k.lease
+FROM picked, kinds AS k
+WHERE j.id = picked.id AND k.kind = j.kind
+RETURNING
+-- include: job_columns
+
+-- name: extend_leases
+-- Renewal for all of a worker's running jobs at once, each guarded by its epoch
+-- (docs/concepts/leases.md). $4 holds [run_no, lease in microseconds] under each id.
+UPDATE {prefix}jobs AS j
+SET claim_expires_at = {now} + ($4::jsonb -> (j.id::text) ->> 1)::int8 * interval '1 microsecond'
+WHERE
+-- include: still_held
+RETURNING j.id
+
+-- name: next_visible_at
+-- One probe per tier: min() across the tiers of one index would walk it.
+SELECT least(
+    (SELECT visible_at FROM {prefix}jobs WHERE status = 'pending' AND priority = 0
+        AND visible_at > {now} AND kind = ANY($2::text[]) ORDER BY visible_at LIMIT 1),
+    (SELECT visible_at FROM {prefix}jobs WHERE status = 'pending' AND priority = 1
+        AND visible_at > {now} AND kind = ANY($2::text[]) ORDER BY visible_at LIMIT 1),
+    (SELECT visible_at FROM {prefix}jobs WHERE status = 'pending' AND priority = 2
+        AND visible_at > {now} AND kind = ANY($2::text[]) ORDER BY visible_at LIMIT 1))
+
+-- fragment: still_held
+-- The guard of every write by a claim's holder (docs/concepts/leases.md, claim
+-- epochs): the row of each id in $3 is still claimed, by $2, at the run number its
+-- input under its id in $4 starts with. Each row finds its input by a key lookup,
+-- not a join: joined to the unnested input, the planner (misled by an estimate of
+-- one claimed row) rescanned the whole input per row, quadratic in the batch
+-- (docs/explain-plans.md). (status || '') keeps it off the partial index of
+-- claimed rows: the primary key is probed per id, whatever other workers hold.
+j.id = ANY($3::uuid[]) AND (j.status || '') = 'claimed' AND j.claimed_by = $2
+AND j.run_count = ($4::jsonb -> (j.id::text) ->> 0)::int4

@@ -1,0 +1,105 @@
+"""The narrow interface PostgresStore's operations are written against.
+
+The operations (``producing``, ``working``, ``inspecting``, ``administering``)
+are written once: each binds a named statement's positional parameters, runs it
+through a :class:`Driver`, and turns the rows into records (``rows``). A driver
+carries statements to PostgreSQL and back and does nothing else:
+
+- **statements** are :class:`~venturi.store._sql.Query` objects, one SQL text
+  per operation with ``$n`` placeholders. A driver whose library wants another
+  style converts each query once (``Query.pyformat`` gives psycopg's ``%s``
+  form and the order its arguments go in) and may cache the result on the query
+  by its ``name``;
+- **values** go as bind parameters: JSON as text, cast to jsonb in the SQL, so
+  no codec has to be configured on a caller's connection; jsonb columns come
+  back as their JSON text; uuid, timestamptz, interval, arrays as the Python
+  types (``UUID``, aware ``datetime``, ``timedelta``, ``list``);
+- **rows** come back as indexable sequences, columns in the order selected;
+- **errors** are translated before they leave the driver, into venturi's tree
+  (``venturi.errors``): nothing above the driver sees a driver's exception;
+- **connections**: a caller's own (``conn=``) is *adopted* and used as it is, in
+  whatever transaction it has open, never committed or rolled back here; the
+  driver's own come from its pool, one per statement or one per ``session``.
+  ``keep=True`` is a hint that another statement of the same kind follows
+  soon (an enqueue loop, a worker's next claim): a driver may keep that
+  connection out of its pool for it instead of a pool round trip;
+- **sessions**: LISTEN and the worker's identity lock hold a dedicated session
+  of their own, never a pooled one (a pool's reset unlistens, and a session
+  lock must outlive transactions).
+
+``asyncpg_driver.AsyncpgDriver`` is the one shipped; docs/design-notes.md says
+how another plugs in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
+
+from .._sql import Query
+from ..base import IdentityLock, Listener
+
+Row = Sequence[Any]
+
+
+def channels(prefix: str) -> dict[str, str]:
+    """A queue's two channels by name, and the label a listener reports each under
+    (venturi/notices.py says what travels on them)."""
+    return {f"{prefix}jobs": "jobs", f"{prefix}control": "control"}
+
+
+class Executor(Protocol):
+    """Statements on one connection, errors already translated."""
+
+    async def fetch(self, query: Query, args: Sequence[Any]) -> list[Row]: ...
+
+    async def fetchrow(self, query: Query, args: Sequence[Any]) -> Row | None: ...
+
+    async def fetchval(self, query: Query, args: Sequence[Any]) -> Any: ...
+
+    async def execute(self, query: Query, args: Sequence[Any]) -> None: ...
+
+    async def script(self, sql: str) -> None:
+        """Run several statements with no parameters (a migration)."""
+
+    async def copy(self, schema: str | None, table: str, columns: Sequence[str],
+                   records: Iterable[Sequence[Any]]) -> None:
+        """COPY ``records`` into ``schema.table``'s ``columns``."""
+
+    def atomic(self, savepoint: str) -> AbstractAsyncContextManager[None]:
+        """All or nothing: a transaction, or a savepoint named ``savepoint`` inside the
+        one already open (a caller's, begun however it was)."""
+
+
+class Driver(Protocol):
+    """A pool of connections to one database, and the caller's connections adopted."""
+
+    def adopt(self, conn: Any) -> Executor:
+        """An executor on a caller's connection (``conn=``)."""
+
+    def session(self, on: Executor | None = None, *,
+                keep: bool = False) -> AbstractAsyncContextManager[Executor]:
+        """Several statements on one connection: ``on`` if given, else one of the pool's."""
+
+    async def fetch(self, query: Query, args: Sequence[Any], *, on: Executor | None = None,
+                    keep: bool = False) -> list[Row]:
+        """One statement on ``on``, else on a pooled connection; likewise below."""
+
+    async def fetchrow(self, query: Query, args: Sequence[Any], *, on: Executor | None = None,
+                       keep: bool = False) -> Row | None: ...
+
+    async def fetchval(self, query: Query, args: Sequence[Any], *, on: Executor | None = None,
+                       keep: bool = False) -> Any: ...
+
+    async def execute(self, query: Query, args: Sequence[Any], *, on: Executor | None = None,
+                      keep: bool = False) -> None: ...
+
+    def listener(self, channels: Mapping[str, str]) -> Listener:
+        """LISTEN on ``channels`` (channel name -> the label ``receive`` reports)."""
+
+    def identity_lock(self, query: Query, args: Sequence[Any]) -> IdentityLock:
+        """A lock taken by ``query`` (a try-lock returning whether it got it) on a
+        dedicated session, held until that session ends."""
+
+    async def close(self) -> None: ...

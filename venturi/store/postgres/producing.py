@@ -1,0 +1,211 @@
+"""Producing: inserting jobs (one, a batch, a COPY), dedup and merge, periodic seeds.
+
+Every insert sends its wake-up in the same statement or transaction, so the
+NOTIFY is delivered when the insert commits (docs/concepts/lifecycle.md); with
+``conn=`` that is the caller's commit. Dedup follows docs/concepts/dedup.md.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Sequence
+from itertools import repeat
+from typing import Any
+from uuid import UUID
+
+from ...errors import DatabaseUnavailable, VenturiError
+from ..base import (
+    Enqueued,
+    JobRecord,
+    MergeFn,
+    MergeUpdate,
+    NewJob,
+    NewJobBatch,
+    check_new_job_batch,
+    check_new_jobs,
+)
+from . import rows
+from .driver import Executor
+from .operations import Operations
+
+_ZERO = dt.timedelta(0)
+# From this many rows a batch goes in by COPY (plus one NOTIFY per kind, in the
+# same transaction), which beats one INSERT ... unnest from there on
+# (docs/benchmarks.md, enqueue_many).
+COPY_MIN_ROWS = 5_000
+_COPY_COLUMNS = ["id", "kind", "payload", "priority", "max_failures", "carry", "dedup_key",
+                 "subject", "periodic"]
+
+
+def _unless_all(default: Any, values: list[Any]) -> list[Any] | None:
+    """``values``, or None when every one equals ``default`` (see _insert)."""
+    for v in values:
+        if v != default:
+            return values
+    return None
+
+
+def dedup_lock_key(prefix: str, kind: str, key: str) -> str:
+    return f"{prefix}\x1f{kind}\x1f{key}"
+
+
+class Producing(Operations):
+    async def enqueue(
+        self, jobs: Sequence[NewJob], *, merge: MergeFn | None = None, conn: Any = None
+    ) -> list[Enqueued]:
+        if not jobs:
+            return []
+        check_new_jobs(jobs)
+        on = self._on(conn)
+        if all(j.dedup_key is None for j in jobs):
+            await self._insert(jobs, on)
+            return [Enqueued(j.id, False) for j in jobs]
+        async with self.driver.session(on, keep=True) as ex, ex.atomic("venturi_enqueue"):
+            return await self._enqueue_dedup(ex, jobs, merge)
+
+    async def _insert(self, jobs: Sequence[NewJob], on: Executor | None) -> None:
+        if len(jobs) >= COPY_MIN_ROWS:
+            records = self._copy_records(jobs)
+            if records is not None:
+                await self._copy(on, records[0], records[1], {j.kind for j in jobs})
+                return
+        if len(jobs) == 1:
+            j = jobs[0]
+            await self._execute(
+                "insert_one", j.id, j.kind, j.payload, j.priority, j.delay, j.at,
+                j.max_failures, j.carry, j.dedup_key, j.subject, j.periodic, on=on, keep=True,
+            )
+            return
+        # A column at its default in every row is sent as one NULL array (unnest pads
+        # it with NULLs, the SQL maps NULL to the default): encoding and decoding
+        # 1,000 NULLs or zero intervals costs as much as the payloads.
+        await self._execute(
+            "insert_many",
+            [j.id for j in jobs], [j.kind for j in jobs], [j.payload for j in jobs],
+            [j.priority for j in jobs],
+            _unless_all(_ZERO, [j.delay for j in jobs]),
+            _unless_all(None, [j.at for j in jobs]),
+            [j.max_failures for j in jobs],
+            _unless_all(None, [j.carry for j in jobs]),
+            _unless_all(None, [j.dedup_key for j in jobs]),
+            _unless_all(None, [j.subject for j in jobs]),
+            _unless_all(False, [j.periodic for j in jobs]),
+            on=on, keep=True,
+        )
+
+    async def _copy(self, on: Executor | None, columns: Sequence[str],
+                    records: Iterator[Sequence[Any]], kinds: set[str]) -> None:
+        """COPY the rows and send one wake-up per kind (COPY has no RETURNING to build
+        them from), atomically: in a transaction, or a savepoint of the caller's."""
+        async with self.driver.session(on, keep=True) as ex, ex.atomic("venturi_copy"):
+            await ex.copy(self.schema, f"{self.prefix}jobs", columns, records)
+            await self._execute("notify_kinds", sorted(kinds), on=ex)
+
+    async def enqueue_batch(self, batch: NewJobBatch, *, conn: Any = None) -> None:
+        # enqueue's plain insert, bound from the batch's columns as they are.
+        if not batch.ids:
+            return
+        check_new_job_batch(batch)
+        on = self._on(conn)
+        n = len(batch.ids)
+        if n >= COPY_MIN_ROWS:
+            columns = ["id", "kind", "payload", "priority", "max_failures", "subject", "periodic"]
+            cols: list[Any] = [batch.ids, batch.kinds, batch.payloads, batch.priorities,
+                               batch.max_failures, batch.subjects or repeat(None, n),
+                               batch.periodic or repeat(False, n)]
+            now = self.clock.now()
+            if now is not None:
+                columns += ["created_at", "visible_at"]
+                cols += [repeat(now, n), repeat(now, n)]
+            await self._copy(on, columns, zip(*cols, strict=True), set(batch.kinds))
+            return
+        await self._execute(
+            "insert_many", batch.ids, batch.kinds, batch.payloads, batch.priorities,
+            None, None, batch.max_failures, None, None, batch.subjects, batch.periodic,
+            on=on, keep=True,
+        )
+
+    def _copy_records(
+        self, jobs: Sequence[NewJob]
+    ) -> tuple[list[str], Iterator[tuple[Any, ...]]] | None:
+        """Columns and rows for COPY, or None when a row's visibility needs the
+        database clock (``now() + delay``), which COPY cannot compute: then the
+        table's defaults (``now()``) stand only for jobs visible at once. Rows
+        are generated as COPY consumes them: a list of 50,000 tuples kept alive
+        would cost more in garbage-collector passes than in building it."""
+        now = self.clock.now()
+        if now is None:
+            if any(j.at is not None or j.delay != _ZERO for j in jobs):
+                return None
+            return _COPY_COLUMNS, ((j.id, j.kind, j.payload, j.priority, j.max_failures,
+                                    j.carry, j.dedup_key, j.subject, j.periodic) for j in jobs)
+        return [*_COPY_COLUMNS, "created_at", "visible_at"], (
+            (j.id, j.kind, j.payload, j.priority, j.max_failures, j.carry, j.dedup_key,
+             j.subject, j.periodic, now, j.at if j.at is not None else now + j.delay)
+            for j in jobs
+        )
+
+    async def _enqueue_dedup(
+        self, ex: Executor, jobs: Sequence[NewJob], merge: MergeFn | None
+    ) -> list[Enqueued]:
+        results: list[Enqueued] = []
+        plain: list[NewJob] = []
+        for job in jobs:
+            if job.dedup_key is None:
+                plain.append(job)
+                results.append(Enqueued(job.id, False))
+                continue
+            results.append(await self._enqueue_one_dedup(ex, job, merge))
+        if plain:
+            await self._insert(plain, ex)
+        return results
+
+    async def _enqueue_one_dedup(self, ex: Executor, job: NewJob,
+                                 merge: MergeFn | None) -> Enqueued:
+        assert job.dedup_key is not None
+        await self._execute("dedup_lock", dedup_lock_key(self.prefix, job.kind, job.dedup_key),
+                            on=ex)
+        row = await self._row("dedup_candidate", job.kind, job.dedup_key, on=ex)
+        update = None
+        if row is not None:
+            update = merge(job, rows.job(row)) if merge else MergeUpdate()
+        if row is not None and update is not None:
+            try:
+                # A savepoint: a failed merge leaves the plain insert open.
+                async with ex.atomic("venturi_merge"):
+                    if await self._val("merge_into", row[0], update.payload, update.priority,
+                                       update.set_carry, update.carry, job.at, job.delay, None,
+                                       on=ex):
+                        return Enqueued(row[0], True)
+            except DatabaseUnavailable:
+                raise
+            except VenturiError:
+                pass  # the savepoint rolled back; fall through to a plain insert
+        await self._insert([job], ex)
+        return Enqueued(job.id, False)
+
+    async def dedup_candidate(self, kind: str, dedup_key: str) -> JobRecord | None:
+        async with self.driver.session() as ex, ex.atomic("venturi_candidate"):
+            row = await self._row("dedup_candidate", kind, dedup_key, on=ex)
+        return None if row is None else rows.job(row)
+
+    async def merge_into(
+        self, id: UUID, update: MergeUpdate, *, visible_at: dt.datetime | None = None,
+        note: str | None = None,
+    ) -> bool:
+        applied = await self._val(
+            "merge_into", id, update.payload, update.priority, update.set_carry, update.carry,
+            visible_at, None, note,
+        )
+        return bool(applied)
+
+    async def seed_periodic(self, jobs: Sequence[NewJob]) -> int:
+        if not jobs:
+            return 0
+        check_new_jobs(jobs)
+        n: int = await self._val(
+            "seed_periodic", [j.id for j in jobs], [j.kind for j in jobs],
+            [j.payload for j in jobs], [j.priority for j in jobs], [j.at for j in jobs],
+            [j.max_failures for j in jobs],
+        )
+        return n

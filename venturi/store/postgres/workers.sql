@@ -1,0 +1,25 @@
+-- The workers table, control messages, and a worker's identity lock
+-- (venturi/store/_sql.py says how these files are read).
+
+-- name: heartbeat
+INSERT INTO {prefix}workers (name, boot_id, host, pid, kinds, concurrency, in_flight,
+                             draining, started_at, last_seen)
+VALUES ($2, $3, $4, $5, $6, $7, $8, $9, $10, {now})
+ON CONFLICT (name, boot_id) DO UPDATE SET
+    in_flight = EXCLUDED.in_flight, draining = EXCLUDED.draining, last_seen = EXCLUDED.last_seen
+
+-- name: forget_worker
+DELETE FROM {prefix}workers WHERE name = $1 AND boot_id = $2
+
+-- name: workers
+SELECT name, boot_id, host, pid, kinds, concurrency, in_flight, started_at, last_seen, draining
+FROM {prefix}workers ORDER BY name, started_at
+
+-- name: notify_control
+-- A drain (or any control message venturi/notices.py builds) to every listening worker.
+SELECT pg_notify('{prefix}control', $1::text)
+
+-- name: identity_lock
+-- One live worker per (queue, name), held by a dedicated session for life
+-- (docs/concepts/leases.md, restarts).
+SELECT pg_try_advisory_lock(hashtextextended('venturi:worker:' || $1::text || ':' || $2::text, 0))

@@ -1,0 +1,340 @@
+"""The records that cross the storage contract, and the enums they carry.
+
+Payload and carry cross the boundary as JSON text going in and decoded JSON
+coming out; types are recovered above this layer, from the kind and the task
+registry.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+from uuid import UUID
+
+
+class Status(StrEnum):
+    """A job's lifecycle state; the values are the schema's strings."""
+
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    COMPLETED = "completed"
+    DEAD = "dead"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (Status.COMPLETED, Status.DEAD)
+
+
+class Outcome(StrEnum):
+    """What one journal entry records; the values are the schema's strings."""
+
+    COMPLETED = "completed"
+    PAUSED = "paused"
+    RETRIED = "retried"
+    DEAD = "dead"
+    STALE_RECOVERED = "stale-recovered"
+    RELEASED = "released"
+    MERGED = "merged"
+    REDRIVEN = "redriven"
+
+    @property
+    def is_execution(self) -> bool:
+        """Executions carry run numbers 1..n; merges and redrives annotate."""
+        return self not in (Outcome.MERGED, Outcome.REDRIVEN)
+
+    @property
+    def is_failure(self) -> bool:
+        return self in (Outcome.RETRIED, Outcome.DEAD, Outcome.STALE_RECOVERED)
+
+
+# --- records --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """One row of ``{prefix}jobs``; ``payload`` and ``carry`` are decoded JSON."""
+
+    id: UUID
+    kind: str
+    payload: Any
+    priority: int
+    status: Status
+    created_at: dt.datetime
+    visible_at: dt.datetime
+    claim_expires_at: dt.datetime | None
+    claimed_by: str | None
+    finished_at: dt.datetime | None
+    run_count: int
+    failure_count: int
+    max_failures: int
+    carry: Any
+    dedup_key: str | None
+    subject: str | None
+    periodic: bool
+
+
+@dataclass(frozen=True, slots=True)
+class JournalRecord:
+    """One entry of a job's append-only journal."""
+
+    id: int
+    job_id: UUID
+    kind: str
+    run_no: int
+    recorded_at: dt.datetime
+    outcome: Outcome
+    note: str | None
+    attachment: Any
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A job to insert, in storage form (the Queue builds it from a task).
+
+    Visible at ``at`` when given, else ``now + delay``.
+    """
+
+    id: UUID
+    kind: str
+    payload: str  # JSON text
+    priority: int = 1
+    max_failures: int = 25
+    delay: dt.timedelta = dt.timedelta(0)
+    at: dt.datetime | None = None
+    carry: str | None = None  # JSON text
+    dedup_key: str | None = None
+    subject: str | None = None
+    periodic: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class NewJobBatch:
+    """Plain jobs to insert, column by column: visible at once, no carry, no dedup key.
+
+    What ``enqueue_many`` builds instead of one :class:`NewJob` per job: a frozen
+    record sets each of its fields through ``object.__setattr__``, which cost as
+    much as encoding its row. Row ``i`` is ``jobs()[i]``. ``subjects`` None means
+    no subject on any row; ``periodic`` None, no periodic row.
+    """
+
+    ids: list[UUID]
+    kinds: list[str]
+    payloads: list[str]  # JSON text
+    priorities: list[int]
+    max_failures: list[int]
+    subjects: list[str | None] | None = None
+    periodic: list[bool] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def jobs(self) -> list[NewJob]:
+        n = len(self.ids)
+        subjects = self.subjects or [None] * n
+        periodic = self.periodic or [False] * n
+        return [
+            NewJob(id=id, kind=kind, payload=payload, priority=priority, max_failures=mf,
+                   subject=subject, periodic=per)
+            for id, kind, payload, priority, mf, subject, per in zip(
+                self.ids, self.kinds, self.payloads, self.priorities, self.max_failures,
+                subjects, periodic, strict=True)
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class MergeUpdate:
+    """What a dedup hit writes into the pending candidate.
+
+    ``payload``/``priority`` None keep the candidate's; ``carry`` is written
+    only when ``set_carry`` (so a JSON null carry can be written too).
+    """
+
+    payload: str | None = None
+    priority: int | None = None
+    set_carry: bool = False
+    carry: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    """The result of one enqueue: the surviving job's id and whether it merged."""
+
+    id: UUID
+    merged: bool
+
+
+MergeFn = Callable[[NewJob, JobRecord], "MergeUpdate | None"]
+"""Decides how a new job folds into its pending dedup candidate (None: insert it as given)."""
+
+
+# --- settlements ------------------------------------------------------------------
+
+
+class Action(StrEnum):
+    """What a finished run asks for. ``FAIL`` retries or, when the budget is
+    spent, kills; ``KILL`` kills now (GiveUp, undecodable payload)."""
+
+    COMPLETE = "complete"
+    FAIL = "fail"
+    KILL = "kill"
+    PAUSE = "pause"
+    RELEASE = "release"
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """A finished run of one claimed job: what it asks for and its journal entry.
+
+    Applied only while the row is still ``claimed`` by the settling worker at
+    claim epoch ``run_no`` (docs/concepts/leases.md, claim epochs); the
+    transition ``action`` makes is venturi.store.lifecycle's. ``delay`` is the
+    time until the job is visible again (retry backoff, pause); ``carry`` (JSON
+    text) is written when ``set_carry``. For a periodic job, ``successor`` is
+    the id and visible time of the next occurrence, inserted when this one
+    becomes terminal.
+    """
+
+    id: UUID
+    run_no: int
+    action: Action
+    note: str | None = None
+    attachment: str | None = None  # JSON text
+    delay: dt.timedelta = dt.timedelta(0)
+    set_carry: bool = False
+    carry: str | None = None
+    successor: tuple[UUID, dt.datetime] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """The result of one settlement: whether it applied, and the row's new state."""
+
+    id: UUID
+    applied: bool
+    status: Status | None = None
+    outcome: Outcome | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRenewal:
+    id: UUID
+    run_no: int
+    lease: dt.timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    """Claim up to ``limit`` runnable jobs of ``leases``' kinds (kind -> lease).
+
+    ``reserve_low`` / ``reserve_normal`` slots of the batch prefer tier 2 / tier
+    1 work (the anti-starvation floor, docs/concepts/priorities.md); a reserved slot its tier cannot
+    use falls through to the normal ``priority, visible_at, id`` order.
+    """
+
+    claimed_by: str
+    leases: Mapping[str, dt.timedelta]
+    limit: int
+    reserve_normal: int = 0
+    reserve_low: int = 0
+
+    def reservations(self) -> tuple[int, int]:
+        """(low, normal) slots actually reserved: never more than ``limit`` together,
+        low first (it is the tier most easily starved)."""
+        low = min(max(self.reserve_low, 0), max(self.limit, 0))
+        normal = min(max(self.reserve_normal, 0), max(self.limit, 0) - low)
+        return low, normal
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """A claim taken back from a dead or vanished worker."""
+
+    id: UUID
+    kind: str
+    run_no: int
+    status: Status  # pending again, or dead when the failure budget ran out
+    claimed_by: str
+
+
+# --- queries -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryFilter:
+    """Narrow ``query_jobs``; unset fields are unconstrained. Newest first by id
+    (UUIDv7, time-ordered); ``before`` is the keyset cursor (exclusive)."""
+
+    kind: str | None = None
+    status: Status | None = None
+    finished_since: dt.datetime | None = None
+    finished_until: dt.datetime | None = None
+    before: UUID | None = None
+    limit: int = 50
+
+
+@dataclass(frozen=True, slots=True)
+class CountFilter:
+    kind: str | None = None
+    subject: str | None = None  # already normalised: no trailing "/"
+    statuses: tuple[Status, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CleanupCriteria:
+    """Delete terminal jobs finished strictly before ``finished_before``."""
+
+    finished_before: dt.datetime
+    kind: str | None = None
+    status: Status | None = None  # COMPLETED or DEAD; None means both
+    batch_size: int = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Live queue state. ``pending_by_kind`` counts runnable jobs (visible now);
+    ``scheduled_by_kind`` the rest; ``oldest_pending_age`` is how long the
+    oldest runnable job of each kind has been waiting since it became visible."""
+
+    pending_by_kind: dict[str, int] = field(default_factory=dict)
+    scheduled_by_kind: dict[str, int] = field(default_factory=dict)
+    oldest_pending_age: dict[str, dt.timedelta] = field(default_factory=dict)
+    claimed: int = 0
+    claimed_by_kind: dict[str, int] = field(default_factory=dict)
+    dead_by_kind: dict[str, int] = field(default_factory=dict)
+    counts_by_status: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class FailedJob:
+    id: UUID
+    kind: str
+    subject: str | None
+    reason: str | None
+    finished_at: dt.datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Detail:
+    """How far behind the queue is and what is failing in it."""
+
+    oldest_pending_age: dt.timedelta | None
+    failed: list[FailedJob]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """One row of ``{prefix}workers``: a live (or recently live) worker."""
+
+    name: str
+    boot_id: str
+    host: str
+    pid: int
+    kinds: list[str]
+    concurrency: int
+    in_flight: int
+    started_at: dt.datetime
+    last_seen: dt.datetime
+    draining: bool = False
