@@ -86,6 +86,14 @@ async def test_vacuums_a_table_with_dead_versions_and_only_that_one(
     assert await vacuum_if_needed(conn, prefix, EAGER) == []
 
 
+async def test_analyzes_too_once_enough_rows_changed(conn: asyncpg.Connection) -> None:
+    await _churn(conn, PREFIX)
+    policy = VacuumPolicy(dead_tuples=50, dead_fraction=0.0, analyze=100)
+    (run,) = await vacuum_if_needed(conn, PREFIX, policy)
+    assert run.analyzed and run.skipped is None
+    assert (await _jobs(conn, PREFIX)).since_analyze is not None
+
+
 async def test_below_the_threshold_nothing_runs(conn: asyncpg.Connection) -> None:
     await _churn(conn, PREFIX)
     assert await vacuum_if_needed(conn, PREFIX, VacuumPolicy(dead_tuples=10_000)) == []

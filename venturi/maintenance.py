@@ -37,6 +37,10 @@ from .store._sql import _raw_blocks, quote_ident
 from .store.postgres import translate
 
 TABLES = ("jobs", "journal")
+_VACUUM_OPTIONS = {
+    False: "INDEX_CLEANUP ON, SKIP_LOCKED, TRUNCATE false",
+    True: "INDEX_CLEANUP ON, SKIP_LOCKED, TRUNCATE false, ANALYZE",
+}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -191,9 +195,10 @@ async def _one(conn: asyncpg.Connection, health: TableHealth, policy: VacuumPoli
                              horizon=held[1])
         del state.blocked[health.name]
     analyze = policy.analyze > 0 and health.modified >= policy.analyze
-    options = "INDEX_CLEANUP ON, SKIP_LOCKED, TRUNCATE false" + (", ANALYZE" if analyze else "")
     started = time.monotonic()
-    await conn.execute(f"VACUUM ({options}) {health.name}")
+    # The one splice: the table's name as PostgreSQL printed it (regclass, quoted where
+    # needed) from the validated prefix; VACUUM takes no bind parameters.
+    await conn.execute(f"VACUUM ({_VACUUM_OPTIONS[analyze]}) {health.name}")
     seconds = time.monotonic() - started
     (after,) = await _health(conn, [health.name])
     if after.since_vacuum is None or after.since_vacuum > seconds + 1:
