@@ -119,7 +119,8 @@ class DjangoDriver:
     def listener(self, channels: Mapping[str, str]) -> Listener:
         raise ConfigError(f"listening for notifications {WORKER_ONLY}")
 
-    def identity_lock(self, query: Query, args: Sequence[Any]) -> IdentityLock:
+    def identity_lock(self, query: Query, args: Sequence[Any], *,
+                      reclaim: Query | None = None) -> IdentityLock:
         raise ConfigError(f"the worker identity lock {WORKER_ONLY}")
 
     async def close(self) -> None:
