@@ -126,3 +126,32 @@ class RefusedTests(TestCase):
         with override_settings(TASKS=tasks):
             errors = task_backends["elsewhere"].check()
         self.assertEqual([e.id for e in errors], ["venturi.E001"])
+
+
+class DsnTests(TestCase):
+    """Where workers connect when OPTIONS has no dsn: the DATABASES entry, as a URI."""
+
+    def test_the_entry_as_a_uri(self) -> None:
+        from venturi.contrib.django.settings import dsn_of
+
+        entry = {"NAME": "shop db", "USER": "app", "PASSWORD": "p@ss:/word", "HOST": "db.internal",
+                 "PORT": "6432", "OPTIONS": {"sslmode": "require", "pool": True,
+                                             "options": "-c search_path=shop,public"}}
+        self.assertEqual(
+            dsn_of("default", entry),
+            "postgresql://app:p%40ss%3A%2Fword@db.internal:6432/shop%20db"
+            "?sslmode=require&search_path=shop%2Cpublic")
+        socket = {"NAME": "shop", "USER": "", "HOST": "/run/postgresql", "PORT": "5433",
+                  "OPTIONS": {}}
+        self.assertEqual(dsn_of("default", socket),
+                         "postgresql:///shop?host=%2Frun%2Fpostgresql&port=5433")
+
+    def test_what_a_uri_cannot_say_is_refused(self) -> None:
+        from django.core.exceptions import ImproperlyConfigured
+
+        from venturi.contrib.django.settings import dsn_of
+
+        for options in ({"service": "shop"}, {"options": "-X"}):
+            with self.subTest(options), self.assertRaisesMessage(ImproperlyConfigured,
+                                                                 "OPTIONS['dsn']"):
+                dsn_of("default", {"NAME": "shop", "OPTIONS": options})

@@ -32,7 +32,11 @@ def database_dsn(alias: str) -> str:
     wrapper = connections[alias]
     if wrapper.vendor != "postgresql":
         raise ImproperlyConfigured(f"DATABASES[{alias!r}] is {wrapper.vendor}, not PostgreSQL")
-    s = wrapper.settings_dict
+    return dsn_of(alias, wrapper.settings_dict)
+
+
+def dsn_of(alias: str, s: dict[str, Any]) -> str:
+    """The URI of one ``DATABASES`` entry (``alias`` names it in errors)."""
     options: dict[str, Any] = dict(s.get("OPTIONS") or {})
     query: dict[str, str] = {}
     for key, value in options.items():
