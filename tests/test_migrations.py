@@ -17,6 +17,7 @@ from tests.conftest import drop_prefix, new_prefix
 from venturi import ConfigError, MemoryStore, Queue
 from venturi.store.postgres import PostgresStore
 
+MIGRATIONS = ["0001_init.sql", "0005_trace.sql"]
 TABLES = {"jobs", "journal", "workers", "migrations"}
 INDEXES = {
     "jobs_pkey", "jobs_claim", "jobs_expiry", "jobs_dedup", "jobs_finished", "jobs_dead",
@@ -72,7 +73,7 @@ async def fresh(pg_dsn: str) -> AsyncIterator[str]:
 async def test_migrate_creates_the_schema_once(pg_dsn: str, fresh: str) -> None:
     store = await PostgresStore.connect(pg_dsn, prefix=fresh)
     try:
-        assert await store.migrate() == ["0001_init.sql"]
+        assert await store.migrate() == MIGRATIONS
         async with store.pool.acquire() as conn:
             before = await _catalog(conn, fresh)
             assert await store.migrate() == []
@@ -80,7 +81,7 @@ async def test_migrate_creates_the_schema_once(pg_dsn: str, fresh: str) -> None:
             versions = await conn.fetch(f"SELECT version, name FROM {fresh}migrations")
     finally:
         await store.close()
-    assert [tuple(r) for r in versions] == [(1, "0001_init.sql")]
+    assert [tuple(r) for r in versions] == [(1, "0001_init.sql"), (5, "0005_trace.sql")]
 
     assert before["tables"] == TABLES
     assert set(before["indexes"]) == INDEXES
@@ -102,10 +103,11 @@ async def test_migrate_creates_the_schema_once(pg_dsn: str, fresh: str) -> None:
     assert cols[("jobs", "priority")] == ("smallint", "NO")
     assert cols[("jobs", "max_failures")] == ("integer", "NO")
     assert cols[("journal", "id")] == ("bigint", "NO")
+    assert cols[("jobs", "trace_context")] == ("jsonb", "YES")  # 0005_trace.sql
     assert {c for t, c in cols if t == "jobs"} == {
         "id", "kind", "payload", "priority", "status", "created_at", "visible_at",
         "claim_expires_at", "claimed_by", "finished_at", "run_count", "failure_count",
-        "max_failures", "carry", "dedup_key", "subject", "periodic"}
+        "max_failures", "carry", "dedup_key", "subject", "periodic", "trace_context"}
 
 
 async def test_concurrent_migrators_apply_once(pg_dsn: str, fresh: str) -> None:
@@ -122,11 +124,11 @@ async def test_concurrent_migrators_apply_once(pg_dsn: str, fresh: str) -> None:
     outputs = [await asyncio.wait_for(p.communicate(), timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, outputs
     lines = sorted(out.decode().strip() for out, _ in outputs)
-    assert lines.count("applied 0001_init.sql") == 1, lines
+    assert lines.count("\n".join(f"applied {m}" for m in MIGRATIONS)) == 1, lines
     assert sum("up to date" in line for line in lines) == 3, lines
     conn = await asyncpg.connect(pg_dsn)
     try:
-        assert await conn.fetchval(f"SELECT count(*) FROM {fresh}migrations") == 1
+        assert await conn.fetchval(f"SELECT count(*) FROM {fresh}migrations") == len(MIGRATIONS)
         assert (await _catalog(conn, fresh))["tables"] == TABLES
     finally:
         await conn.close()

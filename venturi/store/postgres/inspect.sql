@@ -71,7 +71,7 @@ LIMIT $1
 -- A job's columns, as venturi/store/postgres/rows.py reads them, of the table aliased j.
 j.id, j.kind, j.payload, j.priority, j.status, j.created_at, j.visible_at,
 j.claim_expires_at, j.claimed_by, j.finished_at, j.run_count, j.failure_count,
-j.max_failures, j.carry, j.dedup_key, j.subject, j.periodic
+j.max_failures, j.carry, j.dedup_key, j.subject, j.periodic, j.trace_context
 
 -- fragment: in_subtree
 -- The subject $1's literal subtree: the subject itself or anything below
