@@ -12,7 +12,7 @@ import asyncio
 import datetime as dt
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
@@ -78,8 +78,12 @@ class Executor:
         # Built inside the worker's event loop; anyio's clock on asyncio is the loop's.
         self._scope = _scope_class()
         self._clock = asyncio.get_running_loop().time
-        # Decided once, when the worker starts: set the tracer provider before.
+        # execute(held) runs the handler and returns what to settle, or None to settle
+        # nothing. Tracing is decided once, when the worker starts (set the tracer
+        # provider before): untraced, a run goes straight to _execute.
         self._tracer = tracing.tracer()
+        self.execute: Callable[[Held], Awaitable[Settlement | None]] = (
+            self._execute if self._tracer is None else self._execute_traced)
 
     def successor(self, cls: type[Task]) -> tuple[UUID, dt.datetime] | None:
         options = cls.__task__
@@ -92,15 +96,13 @@ class Executor:
         return Settlement(held.id, held.run_no, Action.RELEASE, note="drain",
                           set_carry=ok and held.state is HeldState.RUNNING, carry=carry)
 
-    async def execute(self, held: Held) -> Settlement | None:
-        """Run the handler; return what to settle, or None to settle nothing."""
-        if self._tracer is None:
-            return await self._execute(held, None)
+    async def _execute_traced(self, held: Held) -> Settlement | None:
+        assert self._tracer is not None
         with tracing.process(self._tracer, held.record) as run:
             settlement = await self._execute(held, run)
             return run.settled(settlement, held.stop_reason is StopReason.CANCELLED)
 
-    async def _execute(self, held: Held, run: tracing.Run | None) -> Settlement | None:
+    async def _execute(self, held: Held, run: tracing.Run | None = None) -> Settlement | None:
         cls = self.tasks[held.kind]
         options = cls.__task__
         record = held.record
