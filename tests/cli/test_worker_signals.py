@@ -20,6 +20,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -259,3 +260,57 @@ def test_the_command_gives_the_signals_back(cli: Cli) -> None:
     result = cli("worker", "--app", APP, "--kinds", "cli.nope")
     assert result.exit_code == 1 and "cli.nope" in result.output
     assert {s: signal.getsignal(s) for s in before} == before
+
+
+def test_the_command_takes_the_signals_before_anything_heavy_is_imported() -> None:
+    """What ``venturi.cli.main`` imports before it takes SIGTERM: venturi's package and
+    its signal record, nothing that takes the hundreds of milliseconds the driver, the
+    worker and Typer do (a signal in that time used to kill a starting worker)."""
+    code = ("import sys, venturi, venturi.worker.signals; "
+            "print(sorted(m for m in ('asyncio', 'anyio', 'asyncpg', 'typer', 'venturi.queue',"
+            " 'venturi.worker.worker', 'venturi.cli.app') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_a_signal_recorded_for_a_command_that_runs_no_worker_is_delivered() -> None:
+    """A command that turns out not to be ``venturi worker`` gets the signals back, and
+    one that arrived meanwhile reaches the handler it would have reached."""
+    from venturi.worker.signals import STOP_SIGNALS
+
+    previous = signal.getsignal(signal.SIGINT)
+    assert not STOP_SIGNALS.installed
+    STOP_SIGNALS.install()
+    try:
+        signal.raise_signal(signal.SIGINT)  # recorded, not raised
+        assert STOP_SIGNALS.received == [signal.SIGINT]
+        with pytest.raises(KeyboardInterrupt):
+            STOP_SIGNALS.release()
+        assert not STOP_SIGNALS.installed and STOP_SIGNALS.received == []
+        assert signal.getsignal(signal.SIGINT) is previous
+    finally:
+        STOP_SIGNALS.uninstall()
+
+
+def _spawn_command(*args: str) -> subprocess.Popen[bytes]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("VENTURI_")}
+    return subprocess.Popen([venturi_script(), *args], cwd=ROOT, env=environ,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL)
+
+
+async def test_other_commands_keep_the_default_signals(pg_dsn: str, tmp_path: Path) -> None:
+    """``venturi stats`` stuck connecting ends at SIGTERM like any command: the record
+    ``venturi.cli.main`` takes first is given back once the command is not a worker."""
+    async with silent_server() as (dsn, connected):
+        proc = _spawn_command("stats", "--dsn", dsn)
+        try:
+            await wait_for(connected.is_set, timeout=30, what="stats to connect")
+            proc.send_signal(signal.SIGTERM)
+            await wait_for(lambda: proc.poll() is not None, timeout=30,
+                           what="stats to end")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == -signal.SIGTERM

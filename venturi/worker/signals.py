@@ -16,13 +16,15 @@ loop: it can interrupt any bytecode, so it changes no state itself.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import signal
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anyio
+if TYPE_CHECKING:
+    import asyncio
+
+    import anyio
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -55,6 +57,14 @@ class StopSignals:
                 signal.signal(s, handler)
         self.received.clear()
 
+    def release(self) -> None:
+        """Give the signals back, and deliver again to their own handlers the ones that
+        arrived meanwhile: for a command that turns out not to run a worker."""
+        pending = list(self.received)
+        self.uninstall()
+        for signum in pending:
+            signal.raise_signal(signum)
+
     def _handle(self, signum: int, _frame: object) -> None:
         self.received.append(signum)
         for loop, listener in list(self._listeners):
@@ -77,6 +87,8 @@ class StopSignals:
     def listening(self, listener: Listener) -> Iterator[None]:
         """Call ``listener(signum)`` on the running loop for each signal, those received
         before first. Takes the signals for the block if nobody did."""
+        import asyncio  # here, not at the top: the command imports this module first thing
+
         entry = (asyncio.get_running_loop(), listener)
         with self.taken():
             self._listeners.append(entry)
@@ -91,6 +103,8 @@ class StopSignals:
     def cancelling(self) -> Iterator[anyio.CancelScope]:
         """A cancel scope that the first signal (already received or to come) cancels:
         for a wait nothing else could interrupt, such as connecting."""
+        import anyio
+
         with anyio.CancelScope() as scope, self.listening(lambda _signum: scope.cancel()):
             yield scope
 

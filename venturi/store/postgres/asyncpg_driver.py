@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import asyncpg
 
 from ...config import mask_dsn
 from ...errors import ConfigError
+from .. import _connect
 from .._sql import Query
 from ..base import IdentityLock, Listener
 from .asyncpg_errors import DRIVER_ERRORS, TRANSIENT_ERRORS, line, translate, translated
@@ -153,6 +154,7 @@ class AsyncpgDriver:
                 dsn, min_size=min_size, max_size=max_size, timeout=connect_timeout,
                 statement_cache_size=0 if pooler else 256,
                 max_inactive_connection_lifetime=60.0, reset=_keep_session,
+                connect=cast(Any, _connect.connect),  # the stubs' protocol spells out every option
             )
         except (ValueError, TypeError, asyncpg.ClientConfigurationError) as exc:
             # Before the transient errors: ClientConfigurationError is an InterfaceError.
@@ -314,9 +316,10 @@ class AsyncpgDriver:
     def listener(self, channels: Mapping[str, str]) -> Listener:
         return AsyncpgListener(self._direct_dsn("LISTEN"), self.prefix, channels)
 
-    def identity_lock(self, query: Query, args: Sequence[Any]) -> IdentityLock:
+    def identity_lock(self, query: Query, args: Sequence[Any], *,
+                      reclaim: Query | None = None) -> IdentityLock:
         return AsyncpgIdentityLock(self._direct_dsn("the worker identity lock"), self.prefix,
-                                   query, args)
+                                   query, args, reclaim)
 
 
 __all__ = ["TRANSIENT_ERRORS", "AsyncpgDriver", "AsyncpgExecutor", "translate"]

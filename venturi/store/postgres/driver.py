@@ -98,8 +98,11 @@ class Driver(Protocol):
     def listener(self, channels: Mapping[str, str]) -> Listener:
         """LISTEN on ``channels`` (channel name -> the label ``receive`` reports)."""
 
-    def identity_lock(self, query: Query, args: Sequence[Any]) -> IdentityLock:
+    def identity_lock(self, query: Query, args: Sequence[Any], *,
+                      reclaim: Query | None = None) -> IdentityLock:
         """A lock taken by ``query`` (a try-lock returning whether it got it) on a
-        dedicated session, held until that session ends."""
+        dedicated session, held until that session ends. ``reclaim`` (the earlier
+        holding session's backend pid, then ``args``) ends that session of this lock's
+        own, when it still holds the lock after its connection was lost."""
 
     async def close(self) -> None: ...
