@@ -9,7 +9,7 @@ import uuid
 
 import venturi
 from tests.cli_app_tasks import Echo, Reject
-from tests.tracing.conftest import Recorded, spans  # noqa: F401  (the fixture)
+from tests.tracing.recording import Recorded
 from venturi.store.base import Action
 
 from .conftest import APP, Cli, claim, one_line_error, settle

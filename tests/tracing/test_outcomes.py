@@ -15,7 +15,7 @@ from venturi import MemoryStore, Queue
 from venturi.testing.builders import add, new_job
 
 from ..conftest import wait_for
-from .conftest import Recorded
+from .recording import Recorded
 from .tasks import Stuck
 
 pytestmark = pytest.mark.timeout(60)

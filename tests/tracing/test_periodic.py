@@ -13,7 +13,7 @@ from venturi import Queue
 from venturi.store.postgres import PostgresStore
 
 from ..conftest import wait_for
-from .conftest import Recorded
+from .recording import Recorded
 from .spans import traceparent
 from .tasks import Tick
 

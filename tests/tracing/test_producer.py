@@ -14,7 +14,7 @@ from venturi import InvalidJob, Queue
 from venturi.store.postgres import PostgresStore
 from venturi.store.postgres.producing import COPY_MIN_ROWS
 
-from .conftest import Recorded
+from .recording import Recorded
 from .spans import traceparent
 from .tasks import Keyed, Ok, Stuck
 

@@ -21,7 +21,7 @@ from venturi import Queue, Status
 from venturi.store.postgres import PostgresStore
 
 from ..conftest import wait_for
-from .conftest import Recorded
+from .recording import Recorded
 from .tasks import Doomed, Flaky, Ok, Stuck
 
 pytestmark = pytest.mark.timeout(90)

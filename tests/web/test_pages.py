@@ -12,7 +12,7 @@ from playwright.async_api import expect
 
 import venturi
 from tests.conftest import wait_for
-from tests.tracing.conftest import Recorded, spans  # noqa: F401  (the fixture)
+from tests.tracing.recording import Recorded
 from tests.web import tasks
 from tests.web.conftest import serve
 from venturi import Queue, Status

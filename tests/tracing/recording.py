@@ -1,4 +1,5 @@
-"""A tracer provider recording into memory, for the tests that ask for it."""
+"""The ``spans`` fixture: a tracer provider recording into memory, for any test that asks
+for it (a plugin of tests/conftest.py)."""
 
 from __future__ import annotations
 
