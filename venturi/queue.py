@@ -69,7 +69,12 @@ class Queue:
     """A handle on one queue. Cheap to share; safe for concurrent use.
 
     Open one with ``async with Queue.connect(dsn) as queue`` (PostgreSQL) or
-    ``Queue(MemoryStore())`` in tests.
+    ``Queue(MemoryStore())`` in tests; ``venturi.SyncQueue`` is its blocking twin.
+
+    ``conn=`` (on enqueue, enqueue_many, cancel and the reads) runs the statements
+    on a connection of the caller's, in its open transaction: an asyncpg
+    ``Connection``, a psycopg ``AsyncConnection``, or a SQLAlchemy
+    ``AsyncConnection``/``AsyncSession`` (docs/integrations/producers.md).
     """
 
     def __init__(self, store: Store, *, max_payload_bytes: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES):
@@ -287,8 +292,9 @@ class Queue:
         priority: Priority | int | str | None = None,
         conn: Any = None,
     ) -> Enqueued:
-        """Enqueue one task. With ``conn=`` (any asyncpg Connection) the insert
-        joins the caller's transaction and workers are notified at its commit."""
+        """Enqueue one task. With ``conn=`` (the caller's connection or session:
+        docs/integrations/producers.md) the insert joins the caller's transaction
+        and workers are notified at its commit."""
         tracer = tracing.tracer()
         if tracer is None:
             return await self._enqueue(task, delay, at, priority, conn, None)
@@ -344,23 +350,23 @@ class Queue:
 
     # --- inspect ------------------------------------------------------------------------
 
-    async def job(self, id: UUID | str) -> JobRecord | None:
+    async def job(self, id: UUID | str, *, conn: Any = None) -> JobRecord | None:
         """The job's row, or None if there is no such job (any more)."""
-        return await self.store.job(_uuid(id))
+        return await self.store.job(_uuid(id), conn=conn)
 
-    async def journal(self, id: UUID | str) -> list[JournalRecord]:
+    async def journal(self, id: UUID | str, *, conn: Any = None) -> list[JournalRecord]:
         """The job's journal, oldest entry first (empty for an unknown job)."""
-        return await self.store.journal(_uuid(id))
+        return await self.store.journal(_uuid(id), conn=conn)
 
-    async def stats(self) -> Snapshot:
+    async def stats(self, *, conn: Any = None) -> Snapshot:
         """Counts per kind and status, and how long the oldest runnable job has waited."""
-        return await self.store.stats()
+        return await self.store.stats(conn=conn)
 
-    async def detail(self, limit: int = 20) -> Detail:
+    async def detail(self, limit: int = 20, *, conn: Any = None) -> Detail:
         """The oldest runnable job's age and the ``limit`` newest dead jobs with their reasons."""
         if limit < 0:
             raise ValueError("limit must be >= 0")
-        return await self.store.detail(limit)
+        return await self.store.detail(limit, conn=conn)
 
     async def history(
         self,
@@ -371,6 +377,7 @@ class Queue:
         finished_until: dt.datetime | None = None,
         before: str | UUID | None = None,
         limit: int = 50,
+        conn: Any = None,
     ) -> Page:
         """Jobs newest first, one keyset page at a time."""
         if not 1 <= limit <= 10_000:
@@ -380,7 +387,7 @@ class Queue:
             kind=kind, status=None if status is None else _status(status),
             finished_since=finished_since, finished_until=finished_until,
             before=cursor, limit=limit + 1,
-        ))
+        ), conn=conn)
         more = len(rows) > limit
         rows = rows[:limit]
         return Page(rows, str(rows[-1].id) if more else None)
@@ -391,13 +398,14 @@ class Queue:
         kind: str | None = None,
         subject: str | None = None,
         statuses: Sequence[Status | str] | None = None,
+        conn: Any = None,
     ) -> int:
         """Jobs of ``kind`` and/or in ``subject``'s subtree, in ``statuses`` (any by default)."""
         return await self.store.count(CountFilter(
             kind=kind,
             subject=None if subject is None else normalize_subject(subject),
             statuses=None if statuses is None else tuple(_status(s) for s in statuses),
-        ))
+        ), conn=conn)
 
     async def workers(self) -> list[WorkerInfo]:
         """The workers registered on this queue, with their last heartbeat."""

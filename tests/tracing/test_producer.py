@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from opentelemetry import trace
 
-from venturi import InvalidJob, Queue
+from venturi import InvalidJob, Queue, SyncQueue
 from venturi.store.postgres import PostgresStore
 from venturi.store.postgres.producing import COPY_MIN_ROWS
 
@@ -115,3 +115,19 @@ async def test_no_provider_no_span_and_no_context(pq: Queue) -> None:
     many = await pq.enqueue_many([Ok(), Ok()])
     merged = await pq.enqueue_many([Keyed(), ("trace.ok", {})])
     assert await stored_parents(pq, [one.id, *many, *merged]) == [None] * 5
+
+
+def test_sync_queue_sends_in_the_callers_trace(
+        pg_dsn: str, pg_store: PostgresStore, spans: Recorded) -> None:
+    """SyncQueue runs Queue's coroutines on the calling thread: the same spans, in the
+    trace current on that thread."""
+    with SyncQueue.connect(pg_dsn, prefix=pg_store.prefix) as queue:
+        with trace.get_tracer("tests").start_as_current_span("request"):
+            one = queue.enqueue(Ok())
+            many = queue.enqueue_many([Ok(), Ok()])
+        rows = [queue.job(id) for id in [one.id, *many]]
+    request, first, batch = (spans.named(n)[i] for n, i in (
+        ("request", 0), ("send trace.ok", 0), ("send trace.ok", 1)))
+    assert first["parent"] == batch["parent"] == request["span_id"]
+    assert [r.trace_context["traceparent"] for r in rows if r and r.trace_context] == [
+        traceparent(first), traceparent(batch), traceparent(batch)]

@@ -151,26 +151,27 @@ class Store(abc.ABC):
     async def seed_periodic(self, jobs: Sequence[NewJob]) -> int:
         """Insert periodic occurrences unless one is already pending or claimed."""
 
-    # inspecting
+    # inspecting: with ``conn=``, read on the caller's connection (what its open
+    # transaction sees), as the writes that take it do
     @abc.abstractmethod
-    async def job(self, id: UUID) -> JobRecord | None: ...
+    async def job(self, id: UUID, *, conn: Any = None) -> JobRecord | None: ...
 
     @abc.abstractmethod
-    async def journal(self, id: UUID) -> list[JournalRecord]:
+    async def journal(self, id: UUID, *, conn: Any = None) -> list[JournalRecord]:
         """A job's journal, oldest first."""
 
     @abc.abstractmethod
-    async def query_jobs(self, filter: HistoryFilter) -> list[JobRecord]:
+    async def query_jobs(self, filter: HistoryFilter, *, conn: Any = None) -> list[JobRecord]:
         """Jobs matching ``filter``, newest first, at most ``filter.limit``."""
 
     @abc.abstractmethod
-    async def count(self, filter: CountFilter) -> int: ...
+    async def count(self, filter: CountFilter, *, conn: Any = None) -> int: ...
 
     @abc.abstractmethod
-    async def stats(self) -> Snapshot: ...
+    async def stats(self, *, conn: Any = None) -> Snapshot: ...
 
     @abc.abstractmethod
-    async def detail(self, limit: int) -> Detail: ...
+    async def detail(self, limit: int, *, conn: Any = None) -> Detail: ...
 
     # administering
     @abc.abstractmethod

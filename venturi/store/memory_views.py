@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from typing import Any
 from uuid import UUID
 
+from ..errors import ConfigError
 from .base import (
     Clock,
     CountFilter,
@@ -19,6 +21,12 @@ from .base import (
     Snapshot,
     Status,
 )
+
+
+def refuse_conn(conn: Any) -> None:
+    """MemoryStore holds no database transaction a caller's connection could share."""
+    if conn is not None:
+        raise ConfigError("MemoryStore cannot join a caller's connection (conn=)")
 
 
 def in_subtree(subject: str | None, root: str) -> bool:
@@ -36,13 +44,16 @@ class MemoryViews:
     def _now(self) -> dt.datetime:
         return self.clock.now() or dt.datetime.now(dt.UTC)
 
-    async def job(self, id: UUID) -> JobRecord | None:
+    async def job(self, id: UUID, *, conn: Any = None) -> JobRecord | None:
+        refuse_conn(conn)
         return self._jobs.get(id)
 
-    async def journal(self, id: UUID) -> list[JournalRecord]:
+    async def journal(self, id: UUID, *, conn: Any = None) -> list[JournalRecord]:
+        refuse_conn(conn)
         return list(self._journal.get(id, []))
 
-    async def query_jobs(self, filter: HistoryFilter) -> list[JobRecord]:
+    async def query_jobs(self, filter: HistoryFilter, *, conn: Any = None) -> list[JobRecord]:
+        refuse_conn(conn)
         f = filter
         found = [
             j for j in self._jobs.values()
@@ -57,7 +68,8 @@ class MemoryViews:
         found.sort(key=lambda j: j.id, reverse=True)
         return found[: f.limit]
 
-    async def count(self, filter: CountFilter) -> int:
+    async def count(self, filter: CountFilter, *, conn: Any = None) -> int:
+        refuse_conn(conn)
         statuses = set(filter.statuses) if filter.statuses else set(Status)
         return sum(
             1 for j in self._jobs.values()
@@ -66,7 +78,8 @@ class MemoryViews:
             and (filter.subject is None or in_subtree(j.subject, filter.subject))
         )
 
-    async def stats(self) -> Snapshot:
+    async def stats(self, *, conn: Any = None) -> Snapshot:
+        refuse_conn(conn)
         now = self._now()
         snap = Snapshot(counts_by_status={s.value: 0 for s in Status})
         oldest: dict[str, dt.datetime] = {}
@@ -85,7 +98,8 @@ class MemoryViews:
         snap.oldest_pending_age.update({k: now - v for k, v in oldest.items()})
         return dataclasses.replace(snap, claimed=snap.counts_by_status["claimed"])
 
-    async def detail(self, limit: int) -> Detail:
+    async def detail(self, limit: int, *, conn: Any = None) -> Detail:
+        refuse_conn(conn)
         now = self._now()
         runnable = [j.visible_at for j in self._jobs.values()
                     if j.status is Status.PENDING and j.visible_at <= now]
