@@ -1,6 +1,7 @@
 """The outcome on each ``process`` span is what its settlement does (venturi.store.lifecycle):
 beside those seen across processes (test_worker_process.py), a pause, a give-up, a
-timeout, a payload that no longer decodes and a release by the drain."""
+timeout, a payload that no longer decodes, a release by the drain, and a run whose claim
+was lost (no settlement)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 import venturi
 from venturi import MemoryStore, Queue
+from venturi.store.postgres import PostgresStore
 from venturi.testing.builders import add, new_job
 
 from ..conftest import wait_for
@@ -81,3 +83,41 @@ async def test_outcomes_of_runs(spans: Recorded) -> None:
     assert decoding[3].startswith("payload-") and decoding[5] == [
         "venturi.errors.PayloadDecodeError"]
     assert outcomes(spans, "trace.stuck") == [(1, "released", "UNSET", None, None, [])]
+
+
+class HeldBack(venturi.Task, kind="trace.held-back", lease=dt.timedelta(seconds=1)):
+    """Waits on its first run (until its claim is lost), completes on its second."""
+
+    async def run(self, ctx: venturi.Context) -> None:
+        if ctx.run_no == 1:
+            await asyncio.sleep(3600)
+
+
+async def test_a_lost_claim_is_a_failed_run(
+        pg_store_dbclock: PostgresStore, spans: Recorded) -> None:
+    queue = Queue(pg_store_dbclock)
+    job = await queue.enqueue(HeldBack())
+    worker = venturi.Worker(queue, tasks=[HeldBack], concurrency=1)
+    running = asyncio.create_task(worker.run())
+
+    async def claimed() -> bool:
+        row = await queue.job(job.id)
+        return row is not None and row.run_count == 1 and row.claimed_by is not None
+
+    async def completed() -> bool:
+        row = await queue.job(job.id)
+        return row is not None and row.status is venturi.Status.COMPLETED
+    try:
+        await wait_for(claimed, timeout=20, what="the first run")
+        # The claim taken away under the running job, as a reaper would after a stall:
+        # the worker's next renewal finds it gone and stops the run.
+        await pg_store_dbclock.pool.execute(
+            f"UPDATE {queue.prefix}jobs SET status = 'pending', claimed_by = NULL,"
+            " claim_expires_at = NULL WHERE id = $1", job.id)
+        await wait_for(completed, timeout=20, what="the second run to complete")
+    finally:
+        await asyncio.wait_for(worker.drain(grace=0), 10)
+        await running
+    assert outcomes(spans, "trace.held-back") == [
+        (1, "lease-lost", "ERROR", "lease-lost", "lease-lost", []),
+        (2, "completed", "UNSET", None, None, [])]
