@@ -18,7 +18,7 @@ from venturi import ConfigError, MemoryStore, Queue
 from venturi.store import _sql
 from venturi.store.postgres import PostgresStore
 
-MIGRATIONS = ["0001_init.sql", "0002_storage.sql"]
+MIGRATIONS = ["0001_init.sql", "0002_storage.sql", "0005_trace.sql"]
 TABLES = {"jobs", "journal", "workers", "migrations"}
 # Storage parameters (0001 and 0002_storage.sql): autovacuum after a small absolute
 # churn on the two queue tables, room on the workers' pages for HOT heartbeats.
@@ -99,7 +99,8 @@ async def test_migrate_creates_the_schema_once(pg_dsn: str, fresh: str) -> None:
             versions = await conn.fetch(f"SELECT version, name FROM {fresh}migrations")
     finally:
         await store.close()
-    assert [tuple(r) for r in versions] == [(1, "0001_init.sql"), (2, "0002_storage.sql")]
+    assert [tuple(r) for r in versions] == [(1, "0001_init.sql"), (2, "0002_storage.sql"),
+                                            (5, "0005_trace.sql")]
 
     assert before["tables"] == TABLES
     assert set(before["indexes"]) == INDEXES
@@ -122,10 +123,11 @@ async def test_migrate_creates_the_schema_once(pg_dsn: str, fresh: str) -> None:
     assert cols[("jobs", "max_failures")] == ("integer", "NO")
     assert cols[("journal", "id")] == ("bigint", "NO")
     assert before["options"] == STORAGE
+    assert cols[("jobs", "trace_context")] == ("jsonb", "YES")  # 0005_trace.sql
     assert {c for t, c in cols if t == "jobs"} == {
         "id", "kind", "payload", "priority", "status", "created_at", "visible_at",
         "claim_expires_at", "claimed_by", "finished_at", "run_count", "failure_count",
-        "max_failures", "carry", "dedup_key", "subject", "periodic"}
+        "max_failures", "carry", "dedup_key", "subject", "periodic", "trace_context"}
 
 
 async def test_concurrent_migrators_apply_once(pg_dsn: str, fresh: str) -> None:
@@ -142,11 +144,11 @@ async def test_concurrent_migrators_apply_once(pg_dsn: str, fresh: str) -> None:
     outputs = [await asyncio.wait_for(p.communicate(), timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, outputs
     lines = sorted(out.decode().strip() for out, _ in outputs)
-    assert lines.count("applied 0001_init.sql\napplied 0002_storage.sql") == 1, lines
+    assert lines.count("\n".join(f"applied {m}" for m in MIGRATIONS)) == 1, lines
     assert sum("up to date" in line for line in lines) == 3, lines
     conn = await asyncpg.connect(pg_dsn)
     try:
-        assert await conn.fetchval(f"SELECT count(*) FROM {fresh}migrations") == 2
+        assert await conn.fetchval(f"SELECT count(*) FROM {fresh}migrations") == len(MIGRATIONS)
         assert (await _catalog(conn, fresh))["tables"] == TABLES
     finally:
         await conn.close()

@@ -7,10 +7,21 @@ from types import ModuleType
 import pytest
 
 from ..fixtures import clock, queue, store
-from . import claim, enqueue, inspection, journal, recovery, regressions, settle, transitions
+from . import (
+    claim,
+    enqueue,
+    inspection,
+    journal,
+    recovery,
+    regressions,
+    settle,
+    trace_context,
+    transitions,
+)
 
 MODULES: tuple[ModuleType, ...] = (
-    claim, enqueue, inspection, journal, recovery, regressions, settle, transitions)
+    claim, enqueue, inspection, journal, recovery, regressions, settle, trace_context,
+    transitions)
 
 # Async tests run under pytest-asyncio, in its strict mode too.
 pytestmark = pytest.mark.asyncio
