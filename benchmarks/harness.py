@@ -170,8 +170,9 @@ async def fresh_prefix(dsn: str) -> AsyncIterator[str]:
 async def drop_prefix(dsn: str, prefix: str) -> None:
     conn = await asyncpg.connect(dsn)
     try:
-        for table in ("journal", "jobs", "workers", "migrations"):
+        for table in ("journal", "jobs", "workers", "migrations", "tallies"):
             await conn.execute(f"DROP TABLE IF EXISTS {prefix}{table} CASCADE")
+        await conn.execute(f"DROP FUNCTION IF EXISTS {prefix}tally_jobs()")
     finally:
         await conn.close()
 

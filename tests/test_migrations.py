@@ -17,15 +17,16 @@ from tests.conftest import drop_prefix, new_prefix
 from venturi import ConfigError, MemoryStore, Queue
 from venturi.store.postgres import PostgresStore
 
-TABLES = {"jobs", "journal", "workers", "migrations"}
+MIGRATIONS = ["0001_init.sql", "0005_tallies.sql"]
+TABLES = {"jobs", "journal", "workers", "migrations", "tallies"}
 INDEXES = {
     "jobs_pkey", "jobs_claim", "jobs_expiry", "jobs_dedup", "jobs_finished", "jobs_dead",
     "jobs_subject", "jobs_periodic", "journal_pkey", "journal_job", "workers_pkey",
-    "migrations_pkey",
+    "migrations_pkey", "tallies_pkey",
 }
 CHECKS = {
     "jobs_priority", "jobs_status", "jobs_run_count", "jobs_failure_count", "jobs_max_failures",
-    "jobs_claim_shape", "jobs_finish_shape", "journal_outcome",
+    "jobs_claim_shape", "jobs_finish_shape", "journal_outcome", "tallies_status",
 }
 
 
@@ -72,7 +73,7 @@ async def fresh(pg_dsn: str) -> AsyncIterator[str]:
 async def test_migrate_creates_the_schema_once(pg_dsn: str, fresh: str) -> None:
     store = await PostgresStore.connect(pg_dsn, prefix=fresh)
     try:
-        assert await store.migrate() == ["0001_init.sql"]
+        assert await store.migrate() == MIGRATIONS
         async with store.pool.acquire() as conn:
             before = await _catalog(conn, fresh)
             assert await store.migrate() == []
@@ -80,7 +81,7 @@ async def test_migrate_creates_the_schema_once(pg_dsn: str, fresh: str) -> None:
             versions = await conn.fetch(f"SELECT version, name FROM {fresh}migrations")
     finally:
         await store.close()
-    assert [tuple(r) for r in versions] == [(1, "0001_init.sql")]
+    assert [tuple(r) for r in versions] == [(int(m[:4]), m) for m in MIGRATIONS]
 
     assert before["tables"] == TABLES
     assert set(before["indexes"]) == INDEXES
@@ -95,7 +96,8 @@ async def test_migrate_creates_the_schema_once(pg_dsn: str, fresh: str) -> None:
     # The journal follows its job by statement triggers, not a foreign key (0001_init.sql).
     assert not [k for k, (t, _) in before["constraints"].items() if t == "f"]
     assert before["triggers"] == {("jobs_journal_delete", "jobs"),
-                                  ("jobs_journal_truncate", "jobs")}
+                                  ("jobs_journal_truncate", "jobs")} | {
+        (f"jobs_tally_{event}", "jobs") for event in ("insert", "update", "delete", "truncate")}
     cols = {(t, c): (ty, n) for t, c, ty, n in before["columns"]}
     assert cols[("jobs", "id")] == ("uuid", "NO")
     assert cols[("jobs", "payload")] == ("jsonb", "NO")
@@ -122,11 +124,11 @@ async def test_concurrent_migrators_apply_once(pg_dsn: str, fresh: str) -> None:
     outputs = [await asyncio.wait_for(p.communicate(), timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, outputs
     lines = sorted(out.decode().strip() for out, _ in outputs)
-    assert lines.count("applied 0001_init.sql") == 1, lines
+    assert lines.count("\n".join(f"applied {m}" for m in MIGRATIONS)) == 1, lines
     assert sum("up to date" in line for line in lines) == 3, lines
     conn = await asyncpg.connect(pg_dsn)
     try:
-        assert await conn.fetchval(f"SELECT count(*) FROM {fresh}migrations") == 1
+        assert await conn.fetchval(f"SELECT count(*) FROM {fresh}migrations") == len(MIGRATIONS)
         assert (await _catalog(conn, fresh))["tables"] == TABLES
     finally:
         await conn.close()

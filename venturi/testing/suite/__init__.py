@@ -7,10 +7,22 @@ from types import ModuleType
 import pytest
 
 from ..fixtures import clock, queue, store
-from . import claim, enqueue, inspection, journal, recovery, regressions, settle, transitions
+from . import (
+    claim,
+    counting,
+    enqueue,
+    inspection,
+    journal,
+    recovery,
+    regressions,
+    settle,
+    transitions,
+    views,
+)
 
 MODULES: tuple[ModuleType, ...] = (
-    claim, enqueue, inspection, journal, recovery, regressions, settle, transitions)
+    claim, counting, enqueue, inspection, journal, recovery, regressions, settle, transitions,
+    views)
 
 # Async tests run under pytest-asyncio, in its strict mode too.
 pytestmark = pytest.mark.asyncio
