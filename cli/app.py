@@ -13,8 +13,9 @@ from typing import Annotated, Any
 import typer
 
 import venturi
+from venturi.worker.signals import STOP_SIGNALS
 
-from . import admin, queries, supervise, web
+from . import admin, dev, queries, supervise, web
 from .session import GlobalOptions
 
 app = typer.Typer(
@@ -51,6 +52,9 @@ def _global(
     version: Annotated[bool, typer.Option(
         "--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
 ) -> None:
+    if ctx.invoked_subcommand != "worker":
+        # Only a worker drains on SIGTERM; venturi.cli.main recorded the signals meanwhile.
+        STOP_SIGNALS.release()
     ctx.obj = GlobalOptions(dsn=dsn, prefix=prefix, json=json, pooler=pooler)
 
 
@@ -58,12 +62,13 @@ supervise.register(app)
 queries.register(app)
 admin.register(app)
 web.register(app)
+dev.register(app)
 
 __all__ = ["app", "main"]
 
 
 def main() -> Any:
-    """Console-script entry point."""
+    """Run the application (``venturi.cli.main`` is the console script)."""
     try:
         return app()
     except KeyboardInterrupt:  # pragma: no cover - Ctrl-C outside a command's event loop

@@ -22,7 +22,6 @@ import typer
 import venturi
 from venturi import embedded, examples
 from venturi.config import DEFAULT_PREFIX, mask_dsn, parse_duration, validate_prefix
-from venturi.worker import WorkerMetrics
 
 PROGRESS_INTERVAL = 0.25
 
@@ -132,13 +131,12 @@ async def _demo(dsn: str, options: DevOptions) -> int:
 
 
 async def _work(queue: venturi.Queue, total: int, options: DevOptions) -> int:
-    metrics = WorkerMetrics()
     worker = venturi.Worker(queue, tasks=list(examples.TASKS), concurrency=options.concurrency,
-                            handle_signals=True, metrics=metrics)
+                            handle_signals=True)
     _say(f"worker {worker.name}: {options.concurrency} slots on "
          f"{', '.join(examples.kinds())} (Ctrl-C drains)")
     started = time.monotonic()
-    progress = Progress(metrics, total)
+    progress = ProgressLine(worker, total)
     watcher = asyncio.create_task(progress.follow())
     try:
         await worker.run(until_empty=True)
@@ -147,9 +145,9 @@ async def _work(queue: venturi.Queue, total: int, options: DevOptions) -> int:
         await asyncio.gather(watcher, return_exceptions=True)
     progress.show(final=True)
     elapsed = time.monotonic() - started
-    counts = progress.counts()
-    _say(f"done in {elapsed:.1f}s: {counts['completed']} completed, {counts['dead']} dead, "
-         f"{counts['paused']} pauses, {counts['retried']} retries")
+    done = worker.progress
+    _say(f"done in {elapsed:.1f}s: {done.completed} completed, {done.dead} dead, "
+         f"{done.paused} pauses, {done.retried} retries")
     return worker.exit_code or 0
 
 
@@ -164,31 +162,22 @@ async def _show_journal(queue: venturi.Queue, job_id: UUID) -> None:
         _say(f"  run {entry.run_no}: {entry.outcome.value:<10} {entry.note or ''}{extra}")
 
 
-class Progress:
-    """One status line, from the worker's own counters (no extra queries)."""
+class ProgressLine:
+    """One status line, from the worker's own counts (``Worker.progress``: no queries)."""
 
-    def __init__(self, metrics: WorkerMetrics, total: int) -> None:
-        self.metrics = metrics
+    def __init__(self, worker: venturi.Worker, total: int) -> None:
+        self.worker = worker
         self.total = total
         self.tty = sys.stdout.isatty()
         self._last = ""
 
-    def counts(self) -> dict[str, int]:
-        def total(name: str) -> int:
-            return int(sum(
-                self.metrics.registry.get_sample_value(
-                    f"venturi_jobs_{name}_total", {"kind": kind}) or 0
-                for kind in examples.kinds()))
-        return {name: total(name) for name in ("completed", "dead", "paused", "retried")}
-
     def show(self, *, final: bool = False) -> None:
-        c = self.counts()
-        finished = min(c["completed"] + c["dead"], self.total)
-        running = int(self.metrics.registry.get_sample_value("venturi_jobs_in_flight") or 0)
+        p = self.worker.progress
+        finished = min(p.completed + p.dead, self.total)
         width = 30
         filled = width * finished // max(self.total, 1)
         line = (f"[{'#' * filled}{'.' * (width - filled)}] {finished}/{self.total} finished"
-                f" · {running} running · {c['dead']} dead")
+                f" · {p.held} running · {p.dead} dead")
         if line == self._last and not final:
             return
         self._last = line

@@ -142,12 +142,21 @@ def run_async(fn: Callable[[], Awaitable[T]], *, dsn: str | None = None) -> T:
         raise
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
-    except venturi.VenturiError as exc:
-        fail(str(exc) or type(exc).__name__, dsn=dsn)
-    except Exception as exc:
+    except Exception as caught:
+        # A task group (the worker's services) wraps what one of its tasks raised: the
+        # line names that error, not the group.
+        exc = _sole_error(caught)
+        if isinstance(exc, venturi.VenturiError):
+            fail(str(exc) or type(exc).__name__, dsn=dsn)
         # A bug, or an error the library did not classify. The operator still gets
         # one line; the traceback is one environment variable away.
         if os.environ.get("VENTURI_DEBUG"):
             traceback.print_exc()
         fail(f"unexpected {type(exc).__name__}: {exc} (set VENTURI_DEBUG=1 for the traceback)",
              dsn=dsn)
+
+
+def _sole_error(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc

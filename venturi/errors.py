@@ -15,7 +15,7 @@ VenturiError
 ├── PayloadDecodeError     a stored payload that no longer fits its task
 ├── SchemaMissing          the tables are not there: run `venturi migrate`
 └── DatabaseError          the database refused or failed a statement
-    └── DatabaseUnavailable  the database cannot be reached (transient, rule 15)
+    └── DatabaseUnavailable  the database cannot be reached (transient: docs/concepts/failures.md)
 ```
 """
 

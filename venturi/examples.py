@@ -104,9 +104,10 @@ def _embed_document(uri: str, model: str) -> int:
 class Embed(Task, kind="examples.embed", lease=timedelta(seconds=30), max_failures=5):
     """Chunk one document and store a vector per chunk.
 
-    Idempotent (rule 14: a job can run twice after a crash): re-embedding overwrites the
-    same index entry. A format the model cannot read is not worth retrying: ``GiveUp``
-    sends the job straight to dead with the reason as its journal note.
+    Idempotent (a job can run twice after a crash: docs/concepts/idempotency.md):
+    re-embedding overwrites the same index entry. A format the model cannot read is not
+    worth retrying: ``GiveUp`` sends the job straight to dead with the reason as its
+    journal note.
     """
 
     uri: str

@@ -461,8 +461,9 @@ class Queue:
         subject: str | None = None,
         conn: Any = None,
     ) -> int:
-        """Delete jobs by id, or every job in ``subject``'s subtree (rule 11).
-        Running ones are cancelled by their workers; side effects are not undone."""
+        """Delete jobs by id, or every job in ``subject``'s subtree. Running ones are
+        cancelled by their workers; side effects are not undone
+        (docs/concepts/leases.md#cancellation)."""
         if ids is None and subject is None:
             raise ValueError("cancel() needs ids= or subject=")
         if ids is not None and subject is not None:

@@ -75,7 +75,7 @@ class Pause:
     """Return from ``run`` to put the job back without spending a failure.
 
     ``carry`` (any JSON value) is persisted for the next run; when omitted,
-    the context's current ``ctx.carry`` is kept (DESIGN rule 7).
+    the context's current ``ctx.carry`` is kept (docs/concepts/pause-and-carry.md).
     """
 
     __slots__ = ("carry", "resume_in")

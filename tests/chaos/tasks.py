@@ -73,6 +73,16 @@ class Slow(venturi.Task, kind="chaos.slow"):
         await anyio.Path(self.marks, f"{ctx.job_id}.{ctx.run_no}.end").touch()
 
 
+class Parked(venturi.Task, kind="chaos.parked", lease=dt.timedelta(seconds=60)):
+    """Runs until cancelled, marking its start; a 60 s lease keeps renewal 20 s away."""
+
+    marks: str
+
+    async def run(self, ctx: venturi.Context) -> None:
+        await anyio.Path(self.marks, f"{ctx.job_id}.start").touch()
+        await anyio.sleep_forever()
+
+
 class Noop(venturi.Task, kind="chaos.noop"):
     """Throughput work: the queue's own cost and nothing else."""
 

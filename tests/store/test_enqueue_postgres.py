@@ -9,9 +9,17 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
+from tests.conftest import wait_for
 from tests.tasks import Embed, Refresh
-from venturi import Queue
+from venturi import Enqueued, Outcome, Queue
 from venturi.store.postgres import PostgresStore
+
+# Advisory locks someone waits for that the given backend holds.
+QUEUED_BEHIND = (
+    "SELECT count(*) FROM pg_locks AS w JOIN pg_locks AS h ON h.locktype = 'advisory'"
+    " AND h.granted AND h.pid = $1 AND (h.database, h.classid, h.objid, h.objsubid)"
+    " = (w.database, w.classid, w.objid, w.objsubid)"
+    " WHERE w.locktype = 'advisory' AND NOT w.granted")
 
 
 @pytest.fixture
@@ -147,3 +155,30 @@ async def test_cancel_in_callers_transaction_follows_it(pg_queue: Queue, pg_dsn:
             assert await pg_queue.count(subject="file:///c") == left
     finally:
         await conn.close()
+
+
+async def test_dedup_lock_taken_on_the_callers_connection_is_held_until_it_commits(
+    pg_queue: Queue, pg_store: PostgresStore, pg_dsn: str
+) -> None:
+    """Rule 10 with ``conn=``: the caller's uncommitted insert is invisible to others, so a
+    second enqueue with the key must wait for the caller's commit (the lock is the
+    transaction's), then merge into the row it can now see instead of inserting a twin."""
+    caller = await asyncpg.connect(pg_dsn)
+    try:
+        tx = caller.transaction()
+        await tx.start()
+        first = await pg_queue.enqueue(Refresh(uri="shared", version=1), conn=caller)
+        second = asyncio.create_task(pg_queue.enqueue(Refresh(uri="shared", version=2)))
+
+        async def waiting_on_an_advisory_lock() -> bool:
+            assert not second.done(), "the second enqueue did not wait for the caller"
+            return bool(await pg_store.pool.fetchval(QUEUED_BEHIND, caller.get_server_pid()))
+        await wait_for(waiting_on_an_advisory_lock, what="the second enqueue to wait")
+        assert not second.done()
+        await tx.commit()
+        merged = await asyncio.wait_for(second, 10)
+    finally:
+        await caller.close()
+    assert merged == Enqueued(first.id, True)
+    assert await pg_queue.count(kind="test.refresh") == 1
+    assert [e.outcome for e in await pg_queue.journal(first.id)] == [Outcome.MERGED]

@@ -9,8 +9,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.web.conftest import serve
 from venturi import Queue
 from venturi.web import create_app, create_probe_app
+from venturi.worker import Health
 from venturi.worker.metrics import WorkerMetrics
-from venturi.worker.supervisor import Health
 
 pytestmark = pytest.mark.timeout(60)
 

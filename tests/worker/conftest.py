@@ -17,7 +17,9 @@ from uuid import UUID
 import asyncpg
 import pytest
 
-from venturi import Queue, Worker
+import venturi
+from venturi import Queue, Status, Worker
+from venturi.store.base import ClaimRequest
 from venturi.store.postgres import PostgresStore
 
 from ..conftest import wait_for
@@ -152,3 +154,23 @@ async def running(worker: Worker, *, ready: bool = True) -> AsyncIterator[Worker
         if not task.done():
             await asyncio.wait_for(worker.drain(grace=0), 15)
         await asyncio.wait_for(task, 15)
+
+
+async def take_over(store: PostgresStore, job_id: UUID, claimed_by: str,
+                    task: type[venturi.Task]) -> None:
+    """Another claimer with the SAME identity takes the job at a new epoch: its lease is
+    forced to expire, the reaper's statement recovers it, and a claim takes it again."""
+    for _ in range(50):
+        await store.pool.execute(
+            f"UPDATE {store.prefix}jobs SET claim_expires_at = now() - interval '1 second'"
+            " WHERE id = $1 AND status = 'claimed'", job_id)
+        await store.recover_stale()
+        row = await store.job(job_id)
+        assert row is not None
+        if row.status is Status.PENDING:
+            break  # else a renewal slipped in between: expire it again
+    else:
+        raise AssertionError("renewals kept winning over the forced expiry")
+    jobs = await store.claim(ClaimRequest(claimed_by, {task.__task__.kind: task.__task__.lease},
+                                          1))
+    assert [j.id for j in jobs] == [job_id]

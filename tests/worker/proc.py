@@ -20,7 +20,6 @@ import venturi
 import venturi.logs
 from venturi.errors import ConfigError
 from venturi.worker import config as worker_config
-from venturi.worker import supervisor
 
 from .proctasks import PROC_TASKS, side_lifespan
 
@@ -53,8 +52,7 @@ def main(argv: list[str]) -> int:
     args = _parse(argv)
     venturi.logs.configure("json", "debug")  # every event, one JSON object per line
     if args.default_name:
-        for module in (worker_config, supervisor):
-            module.default_name = lambda: args.default_name  # type: ignore[attr-defined]
+        worker_config.default_name = lambda: args.default_name
     try:
         return anyio.run(_run, args)
     except ConfigError as exc:

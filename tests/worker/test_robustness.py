@@ -18,6 +18,7 @@ from venturi.errors import DatabaseError, DatabaseUnavailable
 
 from ..conftest import wait_for
 from .conftest import running
+from .spies import record
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -92,40 +93,47 @@ class Waits(venturi.Task, kind="wr.waits", lease=dt.timedelta(seconds=30)):
             Waits.cancelled.set()
 
 
+class Trips(venturi.Task, kind="wr.trips"):
+    """Takes the database away (for the spies) as it finishes: its settlement is buffered."""
+
+    outage: ClassVar[bool] = False
+
+    async def run(self, ctx: venturi.Context) -> str:
+        Trips.outage = True
+        return "tripped"
+
+
 async def test_drain_does_not_wait_for_the_database_to_take_buffered_settlements(
-        pgq: Queue) -> None:
-    """Rule 15 meets drain: the claimer's flush-first wait lasts as long as an outage, but a
-    drain releases the running jobs at once all the same."""
+        pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rule 15 meets drain: after an outage the claimer first waits for the buffered
+    settlements to be written, which lasts as long as the outage; a drain releases the
+    running job at once all the same. The drain comes once the settler has retried a few
+    times: by then the claimer has woken (the job's end wakes it) and is in that wait."""
     Waits.cancelled = asyncio.Event()
-    store = pgq.store
-    real_settle = store.settle_many
-    down = True
+    Trips.outage = False
 
-    async def settle_many(claimed_by: str, settlements: Any) -> Any:
-        if down:
-            raise DatabaseUnavailable("injected: settlements cannot reach the database")
-        return await real_settle(claimed_by, settlements)
+    def outage() -> BaseException | None:
+        return DatabaseUnavailable("injected: the database is unreachable") if Trips.outage \
+            else None
 
-    worker = venturi.Worker(pgq, tasks=[Ping, Waits], concurrency=2, poll_interval=0.1)
+    record(monkeypatch, pgq.store, "claim", fail=outage)
+    settles = record(monkeypatch, pgq.store, "settle_many", fail=outage)
+    worker = venturi.Worker(pgq, tasks=[Trips, Waits], concurrency=2, max_backoff=0.01)
     with capture_logs() as logs:
         async with running(worker):
             waits = await pgq.enqueue(Waits())
             await wait_for(lambda: worker.held == 1, what="the long job to start")
-            store.settle_many = settle_many  # type: ignore[method-assign]
+            trips = await pgq.enqueue(Trips())
             try:
-                ping = await pgq.enqueue(Ping())
-                await wait_for(lambda: any(e["event"] == "db_unavailable" for e in logs),
-                               what="the settle to be buffered")
-                # Give the claimer (polled every 0.1 s) time to reach its flush-first wait: this
-                # only makes the old bug show; fixed code passes either way.
-                await asyncio.sleep(0.3)
+                await wait_for(lambda: sum(c.error is not None for c in settles) >= 5,
+                               what="the settler to retry the buffered settlement")
+                assert any(e["event"] == "db_unavailable" for e in logs)
                 worker.request_drain(0)
                 await wait_for(Waits.cancelled.is_set, timeout=3,
                                what="the drain to release the running job")
             finally:
-                down = False
-                del store.settle_many
-    assert [e.outcome for e in await pgq.journal(ping.id)] == [venturi.Outcome.COMPLETED]
+                Trips.outage = False
+    assert [e.outcome for e in await pgq.journal(trips.id)] == [venturi.Outcome.COMPLETED]
     assert [e.outcome for e in await pgq.journal(waits.id)] == [venturi.Outcome.RELEASED]
 
 

@@ -17,8 +17,9 @@ except ImportError as exc:  # pragma: no cover - exercised in a venv without the
     raise ImportError(f"{EXTRA_HINT} ({exc.name} is missing)", name=exc.name) from None
 
 # After the check above, so a missing extra is named instead of a bare ImportError.
-from .app import DashboardOptions, create_app, create_probe_app  # noqa: E402
+from .app import create_app, create_probe_app  # noqa: E402
 from .auth import AuthHook, TokenAuth  # noqa: E402
+from .dashboard import DashboardOptions  # noqa: E402
 from .probes import HealthLike  # noqa: E402
 
 __all__ = [

@@ -24,8 +24,8 @@ from venturi import Status, VenturiError
 from venturi.logs import get_logger
 
 from . import bulk
-from .app import Dashboard, dashboard
 from .auth import CSRF_FIELD, csrf_ok, csrf_token
+from .dashboard import Dashboard, dashboard
 from .filters import FilterError, JobFilter, match_count, uuid7_floor
 
 log = get_logger("venturi.web")

@@ -12,7 +12,7 @@ from starlette.routing import BaseRoute, Route
 from venturi import Snapshot, Status
 
 from . import bulk
-from .app import Dashboard, dashboard
+from .dashboard import Dashboard, dashboard
 from .filters import FilterError, JobFilter, Listing, list_jobs, match_count, why_uncounted
 
 

@@ -16,8 +16,8 @@ from starlette.routing import BaseRoute, Route
 from venturi import JobRecord, JournalRecord, Snapshot, Status, WorkerInfo
 from venturi.logs import get_logger
 
-from .app import Dashboard, dashboard
 from .auth import CSRF_FIELD, csrf_ok
+from .dashboard import Dashboard, dashboard
 
 log = get_logger("venturi.web")
 

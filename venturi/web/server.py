@@ -21,22 +21,14 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from venturi import ConfigError
+from venturi.config import parse_address
 
 GRACE = 5.0  # seconds uvicorn waits for requests still open at shutdown
 
 
-def parse_address(address: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:9090`` for IPv6) to a (host, port) pair."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"--http {address!r} is not HOST:PORT (e.g. 127.0.0.1:8080)")
-    host = host.strip("[]") or "0.0.0.0"
-    return host, int(port)
-
-
 def bind(address: str) -> socket.socket:
     """A listening socket on ``address``; ``ConfigError`` naming it when that fails."""
-    host, port = parse_address(address)
+    host, port = parse_address(address, example="127.0.0.1:8080")
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:

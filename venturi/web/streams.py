@@ -18,7 +18,7 @@ from starlette.routing import BaseRoute, Route
 
 from venturi import VenturiError
 
-from .app import Dashboard, dashboard
+from .dashboard import Dashboard, dashboard
 from .filters import FilterError, JobFilter
 from .jobs import jobs_context
 from .live import KEEPALIVE, sse

@@ -1,16 +1,23 @@
-"""The worker's configuration: one frozen, self-validating object."""
+"""The worker's configuration: one frozen, self-validating object, and the tasks a
+worker serves."""
 
 from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
-from ..errors import ConfigError
+from ..config import parse_address
+from ..errors import ConfigError, UnknownKind
+from ..task import Task, registered
 
 RETENTION_STATUSES = ("completed", "dead")
+DURATION_FIELDS = frozenset({
+    "grace", "poll_interval", "heartbeat_interval", "periodic_reseed_interval",
+    "retention_interval", "max_backoff", "sample_interval"})
 
 
 def default_name() -> str:
@@ -64,8 +71,42 @@ class WorkerConfig:
             if age <= timedelta(0):
                 raise ConfigError(f"retention for {status} must be positive")
         if self.http is not None:
-            from .http import parse_address
-
             parse_address(self.http)
         if self.kinds is not None and not self.kinds:
             raise ConfigError("kinds, when given, must name at least one kind")
+
+    @classmethod
+    def from_options(cls, config: WorkerConfig | None, options: dict[str, Any]) -> WorkerConfig:
+        """``config`` itself, or one made of ``Worker(...)``'s keyword options, where
+        durations may be given in seconds and ``kinds`` as any sequence."""
+        if config is not None:
+            if options:
+                raise ConfigError("pass config= or keyword options, not both")
+            return config
+        options = dict(options)
+        if options.get("kinds") is not None:
+            options["kinds"] = tuple(options["kinds"])
+        for key, value in options.items():
+            if key in DURATION_FIELDS and isinstance(value, int | float):
+                options[key] = timedelta(seconds=value)
+        return cls(**options)
+
+
+def select_tasks(tasks: Sequence[type[Task]] | None,
+                 kinds: Sequence[str] | None) -> dict[str, type[Task]]:
+    """The tasks a worker serves, by kind: ``tasks`` (every registered task when None),
+    narrowed to ``kinds`` when given."""
+    chosen = list(tasks) if tasks is not None else list(registered().values())
+    by_kind: dict[str, type[Task]] = {}
+    for cls in chosen:
+        if not (isinstance(cls, type) and issubclass(cls, Task) and hasattr(cls, "__task__")):
+            raise ConfigError(f"{cls!r} is not a venturi Task class")
+        by_kind[cls.__task__.kind] = cls
+    if kinds is not None:
+        for kind in kinds:
+            if kind not in by_kind:
+                raise UnknownKind(kind, list(by_kind))
+        by_kind = {k: by_kind[k] for k in kinds}
+    if not by_kind:
+        raise ConfigError("a worker needs at least one task to run")
+    return by_kind

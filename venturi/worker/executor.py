@@ -14,7 +14,6 @@ import datetime as dt
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
@@ -24,8 +23,10 @@ from .. import _codec
 from .._ids import uuid7
 from ..errors import InvalidJob, PayloadDecodeError
 from ..logs import get_logger
-from ..store.base import Action, JobRecord, Settlement
+from ..store.base import Action, Settlement
 from ..task import Context, GiveUp, Pause, Task
+from .clock import DbClock
+from .held import Held, HeldState, StopReason
 from .periodic import next_tick
 
 log = get_logger("venturi.worker")
@@ -36,7 +37,8 @@ MAX_NOTE = 500
 def _scope_class() -> type[anyio.CancelScope]:
     """The running backend's CancelScope class. ``anyio.CancelScope(...)`` and
     ``anyio.current_time()`` look the backend up (sniffio plus an import) on every
-    call: a measurable share of a no-op job's cost, paid here once per worker."""
+    call: a measurable share of a no-op job's cost (docs/benchmarks.md), paid here once
+    per worker."""
     return type(anyio.CancelScope())
 
 
@@ -54,55 +56,6 @@ def classify(exc: BaseException) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-@dataclass(eq=False, slots=True)
-class Held:
-    """A claim this worker holds, from claim until its settlement commits."""
-
-    record: JobRecord
-    lease: dt.timedelta
-    deadline: float  # loop time: last successful renewal's send time + 2/3 lease
-    state: str = "buffered"  # buffered -> running -> settling
-    scope: anyio.CancelScope | None = None
-    timeout_at: float = float("inf")  # loop time when the per-task timeout fires
-    stop_reason: str | None = None  # "cancelled" | "lease-lost" | "timeout" | "release"
-    started: float = 0.0
-    carry: Any = None
-
-    @property
-    def id(self) -> UUID:
-        return self.record.id
-
-    @property
-    def run_no(self) -> int:
-        return self.record.run_count
-
-    @property
-    def kind(self) -> str:
-        return self.record.kind
-
-    def set_deadline(self, deadline: float) -> None:
-        self.deadline = deadline  # renewals only move it later: the watcher rescans
-
-    @property
-    def due(self) -> float:
-        """When this run must stop: its local lease deadline or its timeout."""
-        return self.deadline if self.deadline < self.timeout_at else self.timeout_at
-
-    def expire(self, now: float) -> bool:
-        """Stop the run if it is due; True if it was."""
-        if now < self.due:
-            return False
-        self.stop("timeout" if self.timeout_at <= self.deadline else "lease-lost")
-        return True
-
-    def stop(self, reason: str) -> None:
-        """Ask the running handler to stop; the first reason wins."""
-        if self.stop_reason is None:
-            self.stop_reason = reason
-        if self.scope is not None:
-            self.scope.cancel()
-
-
 def _encode(value: Any, what: str, held: Held) -> tuple[bool, str | None]:
     if value is None:
         return True, None
@@ -116,7 +69,7 @@ def _encode(value: Any, what: str, held: Held) -> tuple[bool, str | None]:
 
 def _note(text: str | None) -> str | None:
     """A journal note as PostgreSQL's text can hold it: at most MAX_NOTE characters, and
-    no NUL (a handler returning one used to fail its settle batch)."""
+    no NUL (PostgreSQL refuses it in text, which would fail the whole settle batch)."""
     if text is None:
         return None
     if "\x00" in text:
@@ -125,29 +78,26 @@ def _note(text: str | None) -> str | None:
 
 
 class Executor:
-    def __init__(self, tasks: dict[str, type[Task]], state: Any, db_offset: Any,
+    def __init__(self, tasks: dict[str, type[Task]], state: Any, clock: DbClock,
                  watch: Callable[[float], None]) -> None:
         self.tasks = tasks
         self.state = state
-        self._db_offset = db_offset  # callable: seconds to add to local UTC for database time
+        self._db_clock = clock
         self._watch = watch  # tells the deadline watcher when a run starting now is due
         # Built inside the worker's event loop; anyio's clock on asyncio is the loop's.
         self._scope = _scope_class()
         self._clock = asyncio.get_running_loop().time
 
-    def _db_now(self) -> dt.datetime:
-        return dt.datetime.now(dt.UTC) + dt.timedelta(seconds=self._db_offset())
-
     def successor(self, cls: type[Task]) -> tuple[UUID, dt.datetime] | None:
         options = cls.__task__
         if not options.periodic:
             return None
-        return uuid7(), next_tick(options, self._db_now())
+        return uuid7(), next_tick(options, self._db_clock.now())
 
     def release(self, held: Held) -> Settlement:
         ok, carry = _encode(held.carry, "carry", held)
         return Settlement(held.id, held.run_no, Action.RELEASE, note="drain",
-                          set_carry=ok and held.state == "running", carry=carry)
+                          set_carry=ok and held.state is HeldState.RUNNING, carry=carry)
 
     async def execute(self, held: Held) -> Settlement | None:
         """Run the handler; return what to settle, or None to settle nothing."""
@@ -185,7 +135,7 @@ class Executor:
             except asyncio.CancelledError as exc:
                 # Ours (this run's scope, or the worker stopping) carries a cancel request
                 # for this task; one without came from inside the handler (it awaited
-                # something cancelled) and is its failure. Let through, it used to end the
+                # something cancelled) and is its failure: let through, it would end the
                 # slot for good and leave the job claimed.
                 current = asyncio.current_task()
                 if scope.cancel_called or current is None or current.cancelling():
@@ -196,9 +146,9 @@ class Executor:
 
         if scope.cancel_called:
             reason = held.stop_reason  # set by stop(), the only way this scope is cancelled
-            if reason == "timeout":
+            if reason is StopReason.TIMEOUT:
                 return self._fail(held, cls, task, "timeout", None)
-            if reason == "release":
+            if reason is StopReason.RELEASE:
                 return self.release(held)
             return None  # cancelled or lease lost: another owner, or no row, decides
         if error is not None:

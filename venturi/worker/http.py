@@ -8,31 +8,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from ..errors import ConfigError
+from ..config import parse_address
 from ..logs import get_logger
-
-if TYPE_CHECKING:
-    from .supervisor import Worker
+from .health import Health
 
 log = get_logger("venturi.worker")
 
 
-def parse_address(address: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:9090`` for IPv6) to a (host, port) pair."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ConfigError(f"--http {address!r} is not HOST:PORT (e.g. 127.0.0.1:9090)")
-    host = host.strip("[]") or "0.0.0.0"
-    return host, int(port)
-
-
 class HealthServer:
-    def __init__(self, worker: Worker, address: str) -> None:
-        self.worker = worker
+    """Serves ``health`` to probes and ``registry`` to scrapers."""
+
+    def __init__(self, health: Health, registry: CollectorRegistry, address: str) -> None:
+        self._health = health
+        self._registry = registry
         self.host, self.port = parse_address(address)
         self._server: asyncio.AbstractServer | None = None
 
@@ -69,7 +60,7 @@ class HealthServer:
                 await writer.wait_closed()
 
     def _route(self, method: str, path: str) -> tuple[str, str, bytes]:
-        health = self.worker.health
+        health = self._health
         if method not in ("GET", "HEAD"):
             return "405 Method Not Allowed", "text/plain", b"method not allowed\n"
         if path == "/healthz":
@@ -86,5 +77,5 @@ class HealthServer:
                 ("not running", not health.alive)) if bad]
             return "503 Service Unavailable", "text/plain", ("; ".join(reasons) + "\n").encode()
         if path == "/metrics":
-            return "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.worker.metrics.registry)
+            return "200 OK", CONTENT_TYPE_LATEST, generate_latest(self._registry)
         return "404 Not Found", "text/plain", b"not found\n"

@@ -1,8 +1,12 @@
-"""Prometheus metrics of one worker, on a registry of its own."""
+"""Prometheus metrics of one worker, on a registry of its own (docs/operations/metrics.md)."""
 
 from __future__ import annotations
 
+import anyio
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from ..store.base import Store
+from .health import DatabaseHealth
 
 _LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
                     60, 300)
@@ -22,7 +26,7 @@ class KindMetrics:
 
 
 class WorkerMetrics:
-    """Counters and histograms the supervisor updates; ``registry`` is what
+    """Counters and histograms the worker's services update; ``registry`` is what
     ``/metrics`` exposes. Per-job work here is a few dict lookups."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -58,3 +62,28 @@ class WorkerMetrics:
 
     def for_kind(self, kind: str) -> KindMetrics:
         return KindMetrics(self, kind)
+
+
+class QueueSampler:
+    """Queue depth and lag for ``/metrics``, sampled every ``interval`` seconds so that a
+    scrape costs no query."""
+
+    def __init__(self, store: Store, metrics: WorkerMetrics, db: DatabaseHealth,
+                 interval: float) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._db = db
+        self._interval = interval
+
+    async def run(self) -> None:
+        m = self._metrics
+        seen: set[str] = set()
+        while True:
+            snap = await self._db.retry("sampler", self._store.stats)
+            kinds = set(snap.pending_by_kind) | set(snap.oldest_pending_age) | seen
+            for kind in kinds:
+                m.queue_depth.labels(kind).set(snap.pending_by_kind.get(kind, 0))
+                age = snap.oldest_pending_age.get(kind)
+                m.oldest_runnable.labels(kind).set(age.total_seconds() if age else 0)
+            seen = kinds
+            await anyio.sleep(self._interval)

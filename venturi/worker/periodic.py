@@ -1,10 +1,23 @@
-"""Rule 12: when the next occurrence of a periodic task is due."""
+"""Periodic tasks (``every=`` or ``cron=``; docs/concepts/periodic.md): when the next
+occurrence is due, and the seeding that keeps one occurrence in the table.
+
+At most one occurrence of a periodic kind is pending or claimed, enforced by a unique
+index; every worker serving the kind inserts the next one at boot and every
+``periodic_reseed_interval`` with ``ON CONFLICT DO NOTHING``, a no-op while one
+exists. The settle that completes or kills an occurrence inserts the next one itself.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable, Sequence
 
-from ..task import TaskOptions
+import anyio
+
+from .._ids import uuid7
+from ..store.base import NewJob, Store
+from ..task import Task, TaskOptions
+from .health import DatabaseHealth
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
@@ -23,3 +36,34 @@ def next_tick(options: TaskOptions, now: dt.datetime) -> dt.datetime:
         result: dt.datetime = croniter(options.cron, now).get_next(dt.datetime)
         return result.astimezone(dt.UTC)
     raise ValueError(f"task {options.kind!r} is not periodic")
+
+
+class PeriodicSeeder:
+    """Seeds the periodic kinds among ``tasks``; ``seeded`` is called when a seed
+    inserted an occurrence (the visibility timer then looks again)."""
+
+    def __init__(self, store: Store, tasks: Sequence[type[Task]], db: DatabaseHealth,
+                 interval: float, seeded: Callable[[], None]) -> None:
+        self._store = store
+        self._periodic = [cls for cls in tasks if cls.__task__.periodic]
+        self._db = db
+        self._interval = interval
+        self._seeded = seeded
+
+    async def _seed(self) -> int:
+        now = await self._store.db_now()
+        jobs = []
+        for cls in self._periodic:
+            o = cls.__task__
+            jobs.append(NewJob(id=uuid7(), kind=o.kind, payload=cls().to_json(),
+                               priority=int(o.priority), max_failures=o.max_failures,
+                               at=next_tick(o, now), periodic=True))
+        return await self._store.seed_periodic(jobs)
+
+    async def run(self) -> None:
+        if not self._periodic:
+            return
+        while True:
+            if await self._db.retry("periodic", self._seed):
+                self._seeded()
+            await anyio.sleep(self._interval)

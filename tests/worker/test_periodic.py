@@ -1,0 +1,167 @@
+"""Periodic tasks with the worker in the loop (DESIGN §4 rule 12; docs/concepts/periodic.md):
+one non-terminal occurrence per kind, the next one inserted by the settle that finishes
+the last, ticks in UTC, missed ticks skipped."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import itertools
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from typing import ClassVar
+
+import asyncpg
+import pytest
+
+import venturi
+from venturi import ManualClock, Outcome, Queue, Status
+from venturi.store.postgres import PostgresStore
+
+from ..conftest import wait_for
+from .spies import Call, record
+
+pytestmark = pytest.mark.timeout(60)
+UTC = dt.UTC
+
+
+class EverySecond(venturi.Task, kind="wp.every", every=dt.timedelta(seconds=1)):
+    async def run(self, ctx: venturi.Context) -> None:
+        return None
+
+
+async def test_three_workers_keep_one_periodic_occurrence_and_completion_schedules_the_next(
+        pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = pgq.store
+    assert isinstance(store, PostgresStore)
+    seeds = record(monkeypatch, store, "seed_periodic")
+    workers = [venturi.Worker(pgq, tasks=[EverySecond], concurrency=1, name=f"p{i}")
+               for i in range(3)]
+    tasks = [asyncio.create_task(w.run()) for w in workers]  # all three boot at once
+    try:
+        await wait_for(lambda: len([c for c in seeds if c.ended]) == 3,
+                       what="every worker to seed")
+        assert sorted(c.result for c in seeds) == [0, 0, 1]  # one insert, two no-ops
+
+        async def two_completed() -> bool:
+            return await pgq.count(kind="wp.every", statuses=["completed"]) >= 2
+        await wait_for(two_completed, timeout=10, what="two occurrences to complete")
+    finally:
+        for w in workers:
+            await asyncio.wait_for(w.drain(grace=0), 10)
+        await asyncio.gather(*tasks)
+    # The unique index admits no second waiting or running occurrence, whoever writes it.
+    with pytest.raises(asyncpg.UniqueViolationError):
+        await store.pool.execute(
+            f"INSERT INTO {pgq.prefix}jobs (id, kind, payload, periodic)"
+            " VALUES ($1, 'wp.every', '{}', true)", uuid.uuid4())
+    rows = await store.pool.fetch(
+        f"SELECT id, status, created_at, visible_at, finished_at FROM {pgq.prefix}jobs"
+        " WHERE kind = 'wp.every' ORDER BY created_at, id")
+    done = [r for r in rows if r["status"] == "completed"]
+    assert len(done) >= 2 and [r["status"] for r in rows[len(done):]] == ["pending"]
+    for previous, following in itertools.pairwise(rows):
+        # Never none and never two: each occurrence is inserted by the transaction that
+        # completes the one before (one now() for both), so their lives tile the time.
+        assert following["created_at"] == previous["finished_at"]
+        tick = following["visible_at"]
+        assert tick.microsecond == 0  # every= ticks are aligned to the epoch
+        # The next tick after the completion, missed ticks skipped.
+        assert previous["finished_at"] < tick <= previous["finished_at"] + dt.timedelta(seconds=1)
+    for r in done:
+        (entry,) = await pgq.journal(r["id"])
+        assert entry.outcome is Outcome.COMPLETED and entry.recorded_at == r["finished_at"]
+
+
+class EveryThreeHours(venturi.Task, kind="wp.cron", cron="0 */3 * * *"):
+    """Runs when the test says so, so that each run settles on a known database time."""
+
+    gate: ClassVar[asyncio.Event]
+
+    async def run(self, ctx: venturi.Context) -> str:
+        await EveryThreeHours.gate.wait()
+        return "ran"
+
+
+@pytest.fixture
+def local_time_is_new_york() -> Iterator[None]:
+    """A process zone with an offset and a DST change: cron ticks evaluated in local time
+    instead of UTC would land elsewhere."""
+    saved = os.environ.get("TZ")
+    os.environ["TZ"] = "America/New_York"
+    time.tzset()
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = saved
+        time.tzset()
+
+
+async def test_cron_ticks_in_utc_across_a_day_boundary_and_skips_missed_ticks(
+        pg_store: PostgresStore, clock: ManualClock, monkeypatch: pytest.MonkeyPatch,
+        local_time_is_new_york: None) -> None:
+    """Under the injected clock: seeded at the first tick after boot (past midnight UTC),
+    the next one after each completion, and after a long gap the next tick after now
+    (New York switches to summer time at 07:00 UTC that day: UTC has no such jump)."""
+    queue = Queue(pg_store)
+    start = dt.datetime(2027, 3, 13, 23, 58, 30, tzinfo=UTC)
+    clock.set(start)
+    EveryThreeHours.gate = asyncio.Event()
+    clock_reads = record(monkeypatch, pg_store, "db_now")
+    worker = venturi.Worker(queue, tasks=[EveryThreeHours], concurrency=1, poll_interval=0.05,
+                            heartbeat_interval=0.05)
+
+    async def occurrences() -> list[asyncpg.Record]:
+        return list(await pg_store.pool.fetch(
+            f"SELECT id, status, created_at, visible_at, finished_at FROM {pg_store.prefix}jobs"
+            " ORDER BY created_at, id"))
+
+    async def run_at(now: dt.datetime) -> None:
+        """Move the database clock to ``now`` and let the waiting occurrence run there."""
+        EveryThreeHours.gate.clear()
+        clock.set(now)
+        # The worker estimates database time from its last clock reads: let two of them see
+        # the new time before the run settles (its successor is computed from that estimate).
+        after = len(clock_reads)
+
+        def seen(calls: list[Call]) -> bool:
+            return len([c for c in calls[after:] if c.ended is not None]) >= 2
+        await wait_for(lambda: seen(clock_reads), what="the worker to read the new time")
+        EveryThreeHours.gate.set()
+
+        async def settled() -> bool:
+            rows = await occurrences()
+            return sum(r["status"] == "completed" for r in rows) == len(rows) - 1 > 0 \
+                and rows[-1]["created_at"] == now
+        await wait_for(settled, what=f"the occurrence to complete at {now:%H:%M}")
+
+    runner = asyncio.create_task(worker.run())
+    try:
+        async def seeded() -> bool:
+            return len(await occurrences()) == 1
+        await wait_for(seeded, what="the first occurrence")
+        (first,) = await occurrences()
+        assert first["visible_at"] == dt.datetime(2027, 3, 14, 0, 0, tzinfo=UTC)
+
+        await run_at(dt.datetime(2027, 3, 14, 0, 0, tzinfo=UTC))
+        await run_at(dt.datetime(2027, 3, 14, 10, 0, tzinfo=UTC))  # 03:00 ran late
+    finally:
+        EveryThreeHours.gate.set()
+        await asyncio.wait_for(worker.drain(grace=0), 10)
+        await asyncio.wait_for(runner, 10)
+    rows = await occurrences()
+    seen = [(r["status"], r["visible_at"].strftime("%d %H:%M"), r["finished_at"]) for r in rows]
+    assert seen == [
+        ("completed", "14 00:00", dt.datetime(2027, 3, 14, 0, 0, tzinfo=UTC)),
+        ("completed", "14 03:00", dt.datetime(2027, 3, 14, 10, 0, tzinfo=UTC)),
+        ("pending", "14 12:00", None),  # not 06:00 or 09:00: missed ticks are skipped
+    ]
+    for r in rows[:2]:
+        assert [(e.run_no, e.outcome) for e in await queue.journal(r["id"])] == [
+            (1, Outcome.COMPLETED)]
+    assert await queue.count(kind="wp.cron", statuses=[Status.PENDING, Status.CLAIMED]) == 1

@@ -1,0 +1,253 @@
+"""Leases kept by renewal, taken back by the reaper, and renewal as the backstop of a
+lost cancel notice (DESIGN §4 rules 8 and 11; docs/concepts/leases.md). In-process
+workers on PostgreSQL; the store's renewal and reaper calls are watched with spies."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Any
+from uuid import UUID
+
+import pytest
+from structlog.testing import capture_logs
+
+import venturi
+from venturi import Outcome, Queue, Status
+from venturi.errors import DatabaseUnavailable
+from venturi.store.base import ClaimRequest, Listener
+from venturi.store.postgres import PostgresStore
+
+from ..conftest import wait_for
+from .conftest import running, take_over
+from .spies import gaps, record
+
+pytestmark = pytest.mark.timeout(60)
+LEASE = 1.0
+
+
+class Outlives(venturi.Task, kind="wl.outlives", lease=dt.timedelta(seconds=LEASE)):
+    """Runs for three of its leases: past its first local deadline (2/3 lease) and past the
+    lease the claim started with, so only renewal lets it finish."""
+
+    async def run(self, ctx: venturi.Context) -> str:
+        await asyncio.sleep(3 * LEASE)
+        return "outlived"
+
+
+async def test_renewal_keeps_a_handler_that_outlives_its_lease_and_it_completes_once(
+        pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without renewal the local deadline would cancel each run after 2/3 of its lease,
+    and the reaper (every half lease) would recover the rows: a second run, a
+    ``stale-recovered`` entry. Renewal is one statement for all the running jobs."""
+    renewals = record(monkeypatch, pgq.store, "extend_leases")
+    jobs = await pgq.enqueue_many([Outlives() for _ in range(3)])
+    worker = venturi.Worker(pgq, tasks=[Outlives], concurrency=3)
+    with capture_logs() as logs:
+        await asyncio.wait_for(worker.run(until_empty=True), 30)
+    assert not [e for e in logs if e["event"] in ("lease_lost", "job_recovered",
+                                                  "settle_refused")]
+    for id in jobs:
+        row = await pgq.job(id)
+        assert row is not None
+        assert (row.status, row.run_count, row.failure_count) == (Status.COMPLETED, 1, 0)
+        assert [(e.run_no, e.outcome, e.note) for e in await pgq.journal(id)] == [
+            (1, Outcome.COMPLETED, "outlived")]
+    # One statement renews every held job: the three ran side by side, so each renewal
+    # while they ran carried all three.
+    while_running = [c for c in renewals if c.ended is not None and c.result == set(jobs)]
+    assert len(while_running) >= 3, renewals
+    for call in renewals:
+        claimed_by, batch = call.args
+        assert claimed_by == worker.claimed_by
+        assert {r.id for r in batch} <= set(jobs) and len(batch) == len({r.id for r in batch})
+    assert {r.id for r in renewals[0].args[1]} == set(jobs)
+    # About every third of the lease: never sooner than a third after the previous one.
+    assert min(gaps(renewals)) >= LEASE / 3 * 0.95, gaps(renewals)
+
+
+class LongLease(venturi.Task, kind="wl.longlease", lease=dt.timedelta(seconds=60)):
+    async def run(self, ctx: venturi.Context) -> str:
+        return "recovered-and-run"
+
+
+class ShortLease(venturi.Task, kind="wl.shortlease", lease=dt.timedelta(seconds=0.5)):
+    async def run(self, ctx: venturi.Context) -> None:
+        return None
+
+
+async def _stale_claim(store: PostgresStore, task: type[venturi.Task], queue: Queue) -> UUID:
+    """A job claimed by a worker that is gone, its lease already expired."""
+    job = await queue.enqueue(task())
+    (claimed,) = await store.claim(ClaimRequest(
+        "vanished/0", {task.__task__.kind: dt.timedelta(milliseconds=1)}, 1))
+    assert claimed.id == job.id
+
+    async def expired() -> bool:
+        return bool(await store.pool.fetchval(
+            f"SELECT claim_expires_at < clock_timestamp() FROM {store.prefix}jobs"
+            " WHERE id = $1", job.id))
+    await wait_for(expired, what="the vanished worker's lease to expire")
+    return job.id
+
+
+async def test_reaper_sweeps_at_boot(pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker serving only a 60 s lease sweeps every 30 s, and once at boot: an expired
+    claim that is there when it starts is recovered at once, not half a lease later."""
+    store = pgq.store
+    assert isinstance(store, PostgresStore)
+    stale = await _stale_claim(store, LongLease, pgq)
+    sweeps = record(monkeypatch, store, "recover_stale")
+    worker = venturi.Worker(pgq, tasks=[LongLease], concurrency=1)
+    async with running(worker):
+        async def done() -> bool:
+            row = await pgq.job(stale)
+            return row is not None and row.status is Status.COMPLETED
+        await wait_for(done, timeout=15, what="the stale claim to be recovered and run")
+    assert len(sweeps) == 1  # the boot sweep did it: the next one was 30 s away
+    assert [(e.run_no, e.outcome, e.note) for e in await pgq.journal(stale)] == [
+        (1, Outcome.STALE_RECOVERED, "lease-expired"), (2, Outcome.COMPLETED, "recovered-and-run")]
+
+
+async def test_reaper_sweeps_every_half_of_the_shortest_lease(
+        pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Serving a 60 s and a 0.5 s lease, the reaper sweeps every 0.25 s: five sweeps take
+    about a second here, and 120 s on the longer lease's cadence (20 s on the default's)."""
+    sweeps = record(monkeypatch, pgq.store, "recover_stale")
+    worker = venturi.Worker(pgq, tasks=[LongLease, ShortLease], concurrency=1)
+    async with running(worker):
+        await wait_for(lambda: len(sweeps) >= 5, timeout=15, what="five sweeps")
+    assert min(gaps(sweeps[:5])) >= 0.25 * 0.95, gaps(sweeps)
+
+
+class Probe:
+    """Per job: it started, it was cancelled; one gate they all wait on."""
+
+    started: dict[UUID, asyncio.Event]
+    cancelled: dict[UUID, asyncio.Event]
+    gate: asyncio.Event
+
+    @classmethod
+    def reset(cls) -> None:
+        cls.started, cls.cancelled, cls.gate = {}, {}, asyncio.Event()
+
+    @classmethod
+    def event(cls, table: dict[UUID, asyncio.Event], id: UUID) -> asyncio.Event:
+        return table.setdefault(id, asyncio.Event())
+
+    @classmethod
+    async def hold(cls, ctx: venturi.Context) -> None:
+        cls.event(cls.started, ctx.job_id).set()
+        try:
+            await cls.gate.wait()
+        except BaseException:
+            cls.event(cls.cancelled, ctx.job_id).set()
+            raise
+
+
+class Pacer(venturi.Task, kind="wl.pacer", lease=dt.timedelta(seconds=1)):
+    """Held alongside a long-lease job, it makes renewal run every third of a second."""
+
+    async def run(self, ctx: venturi.Context) -> None:
+        await Probe.hold(ctx)
+
+
+class Patient(venturi.Task, kind="wl.patient", lease=dt.timedelta(seconds=30)):
+    """A 30 s lease: its local deadline is 20 s after its last renewal, so within the
+    tests' waits only a renewal that finds its claim gone can stop it."""
+
+    async def run(self, ctx: venturi.Context) -> None:
+        await Probe.hold(ctx)
+
+
+@pytest.fixture(autouse=True)
+def probe() -> type[Probe]:
+    Probe.reset()
+    return Probe
+
+
+def events(logs: list[dict[str, Any]], name: str, job_id: UUID | None = None) -> list[Any]:
+    return [e for e in logs
+            if e["event"] == name and (job_id is None or e.get("job_id") == str(job_id))]
+
+
+async def _both_running(pgq: Queue, probe: type[Probe]) -> tuple[UUID, UUID]:
+    pacer = (await pgq.enqueue(Pacer())).id
+    patient = (await pgq.enqueue(Patient())).id
+    for id in (pacer, patient):
+        await wait_for(probe.event(probe.started, id).is_set, what="both jobs to start")
+    return pacer, patient
+
+
+async def test_renewal_finding_the_claim_lost_cancels_the_handler(
+        pgq: Queue, probe: type[Probe]) -> None:
+    store = pgq.store
+    assert isinstance(store, PostgresStore)
+    worker = venturi.Worker(pgq, tasks=[Pacer, Patient], concurrency=2)
+    with capture_logs() as logs:
+        async with running(worker):
+            pacer, patient = await _both_running(pgq, probe)
+            await take_over(store, patient, worker.claimed_by, Patient)
+            # A renewal (every third of a second, for the pacer) finds epoch 1 gone.
+            await wait_for(probe.event(probe.cancelled, patient).is_set, timeout=10,
+                           what="the handler to be cancelled")
+            await wait_for(lambda: events(logs, "lease_lost", patient), what="lease_lost")
+            assert worker.held == 1 and not probe.event(probe.cancelled, pacer).is_set()
+            probe.gate.set()
+    # Nothing settled for the lost epoch: the new one still holds the row.
+    row = await pgq.job(patient)
+    assert row is not None and (row.status, row.run_count) == (Status.CLAIMED, 2)
+    assert [e.outcome for e in await pgq.journal(patient)] == [Outcome.STALE_RECOVERED]
+    assert not events(logs, "settle_refused")
+    assert [e.outcome for e in await pgq.journal(pacer)] == [Outcome.COMPLETED]
+
+
+class Unreachable(Listener):
+    """The LISTEN connection cannot be made."""
+
+    async def __aenter__(self) -> Unreachable:
+        raise DatabaseUnavailable("injected: the LISTEN connection is down")
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    async def receive(self) -> tuple[str, str]:
+        raise AssertionError("never connected")
+
+
+async def test_a_cancel_whose_notice_is_lost_is_found_by_renewal(
+        pgq: Queue, probe: type[Probe], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rule 11's backstop: with the LISTEN connection down, the control message of a cancel
+    reaches nobody; the next renewal finds the row gone and the handler is cancelled,
+    settling nothing, long before its own local deadline."""
+    store = pgq.store
+    assert isinstance(store, PostgresStore)
+    listen_down = False
+    real_listen = store.listen
+    monkeypatch.setattr(store, "listen", lambda: Unreachable() if listen_down else real_listen())
+    listen_sql = (f"SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN \"{pgq.prefix}%'"
+                  " AND pid <> pg_backend_pid()")
+    worker = venturi.Worker(pgq, tasks=[Pacer, Patient], concurrency=2, poll_interval=60)
+    with capture_logs() as logs:
+        async with running(worker):
+            pacer, patient = await _both_running(pgq, probe)
+            listen_down = True
+            (backend,) = await store.pool.fetch(listen_sql)
+            await store.pool.execute("SELECT pg_terminate_backend($1)", backend["pid"])
+            await wait_for(lambda: not worker.health.listening, what="LISTEN to be down")
+
+            assert await pgq.cancel(ids=[patient]) == 1
+            await wait_for(probe.event(probe.cancelled, patient).is_set, timeout=10,
+                           what="renewal to find the cancelled job gone")
+            await wait_for(lambda: events(logs, "lease_lost", patient), what="lease_lost")
+            assert not worker.health.listening  # no notice can have reached it
+            assert not events(logs, "job_cancelled")
+            assert worker.held == 1 and not probe.event(probe.cancelled, pacer).is_set()
+
+            listen_down = False
+            await wait_for(lambda: worker.health.listening, timeout=15, what="LISTEN again")
+            probe.gate.set()
+            await wait_for(lambda: worker.held == 0, what="the pacer to settle")
+    assert await pgq.job(patient) is None
+    assert not events(logs, "settle_refused")
+    assert [e.outcome for e in await pgq.journal(pacer)] == [Outcome.COMPLETED]

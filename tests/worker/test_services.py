@@ -1,0 +1,164 @@
+"""The worker's services when the database goes away, and when one of them has a bug
+(DESIGN §4 rule 15; docs/operations/deploys.md): an outage is ridden out with a capped
+backoff; any other exception stops the worker, and `venturi worker` exits non-zero."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from structlog.testing import capture_logs
+
+import venturi
+from venturi import Queue, Status, WorkerConfig
+from venturi.errors import DatabaseUnavailable
+
+from ..conftest import wait_for
+from .conftest import ROOT, running
+from .spies import Call, gaps, record
+
+pytestmark = pytest.mark.timeout(60)
+# What the worker's services ask of the store once it runs.
+SERVICE_CALLS = ("claim", "settle_many", "extend_leases", "recover_stale", "heartbeat",
+                 "db_now", "next_visible_at", "seed_periodic", "stats", "cleanup_exclusive")
+
+
+class Ping(venturi.Task, kind="wsv.ping"):
+    async def run(self, ctx: venturi.Context) -> str:
+        return "pong"
+
+
+class Hourly(venturi.Task, kind="wsv.hourly", every=dt.timedelta(hours=1)):
+    async def run(self, ctx: venturi.Context) -> None:
+        return None
+
+
+class Waits(venturi.Task, kind="wsv.waits", lease=dt.timedelta(seconds=1)):
+    started: ClassVar[asyncio.Event]
+
+    async def run(self, ctx: venturi.Context) -> None:
+        Waits.started.set()
+        await asyncio.sleep(60)
+
+
+def test_the_default_backoff_cap_is_five_seconds() -> None:
+    assert WorkerConfig().max_backoff == dt.timedelta(seconds=5)
+
+
+async def _ticks(period: float, overshoots: list[float]) -> None:
+    """A reference on the same event loop: how late a short sleep wakes here, which is
+    about the longest stall of the loop while it runs."""
+    loop = asyncio.get_running_loop()
+    while True:
+        began = loop.time()
+        await asyncio.sleep(period)
+        overshoots.append(loop.time() - began - period)
+
+
+async def test_retries_during_an_outage_back_off_no_further_than_the_cap(
+        pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every service's store calls fail as if the database were gone. The retries back off
+    (0.1 s doubling every second of outage) up to the cap, here 0.1 s: past 1 s of outage an
+    uncapped retry would wait 0.2 s, and 0.4 s after 2 s. The cap is checked against a sleep of the
+    loop's stalls measured meanwhile, not against the wall clock alone."""
+    cap = 0.1
+    down = False
+
+    def outage() -> BaseException | None:
+        return DatabaseUnavailable("injected: the database is unreachable") if down else None
+
+    calls = {m: record(monkeypatch, pgq.store, m, fail=outage) for m in SERVICE_CALLS}
+    worker = venturi.Worker(pgq, tasks=[Ping], concurrency=1, max_backoff=cap,
+                            heartbeat_interval=0.05)
+    overshoots: list[float] = []
+    loop = asyncio.get_running_loop()
+    with capture_logs() as logs:
+        async with running(worker):
+            reference = asyncio.create_task(_ticks(0.01, overshoots))
+            try:
+                down, began = True, loop.time()
+                await wait_for(lambda: any(c.began - began > 2.0 for c in calls["heartbeat"]),
+                               timeout=20, what="the heartbeat to retry for 2 s")
+                assert not worker.health.ready and worker.health.alive
+            finally:
+                reference.cancel()
+                down = False
+            await wait_for(lambda: worker.health.ready, timeout=10, what="ready again")
+            job = await pgq.enqueue(Ping())
+
+            async def done() -> bool:
+                row = await pgq.job(job.id)
+                return row is not None and row.status is Status.COMPLETED
+            await wait_for(done, what="a job after the outage")
+    assert [e["event"] for e in logs].count("db_unavailable") == 1
+    retries: list[Call] = [c for c in calls["heartbeat"]
+                           if c.error is not None and c.began - began >= 0.5]
+    assert len(retries) >= 5, calls["heartbeat"]
+    slack = max(overshoots) + 0.05
+    assert all(cap * 0.95 <= gap <= cap + slack for gap in gaps(retries)), (
+        gaps(retries), max(overshoots))
+
+
+def _contains(error: BaseException, kind: type[BaseException], text: str) -> bool:
+    if isinstance(error, BaseExceptionGroup):
+        return any(_contains(e, kind, text) for e in error.exceptions)
+    return isinstance(error, kind) and text in str(error)
+
+
+BUGS: list[tuple[str, list[type[venturi.Task]], dict[str, Any]]] = [
+    ("claim", [Ping], {}),  # the claimer
+    ("settle_many", [Ping], {}),  # the settler
+    ("extend_leases", [Waits], {}),  # renewal
+    ("recover_stale", [Ping], {}),  # the reaper
+    ("heartbeat", [Ping], {}),
+    ("next_visible_at", [Ping], {}),  # the timer
+    ("seed_periodic", [Hourly], {}),
+    ("cleanup_exclusive", [Ping], {"retention": {"completed": dt.timedelta(days=1)}}),
+]
+
+
+@pytest.mark.parametrize(("method", "tasks", "options"), BUGS, ids=[b[0] for b in BUGS])
+async def test_any_other_exception_in_a_service_stops_the_worker(
+        pgq: Queue, monkeypatch: pytest.MonkeyPatch, method: str,
+        tasks: list[type[venturi.Task]], options: dict[str, Any]) -> None:
+    Waits.started = asyncio.Event()
+    await pgq.enqueue(tasks[0]() if tasks[0] is not Hourly else Ping())
+    record(monkeypatch, pgq.store, method, fail=lambda: RuntimeError(f"injected bug in {method}"))
+    worker = venturi.Worker(pgq, tasks=tasks, concurrency=1, **options)
+    with pytest.raises(BaseException) as stopped:
+        await asyncio.wait_for(worker.run(), 10)
+    assert _contains(stopped.value, RuntimeError, f"injected bug in {method}"), stopped.value
+    assert not worker.health.alive
+
+
+@pytest.fixture
+def worker_env(pg_dsn: str, pgq: Queue) -> Iterator[dict[str, str]]:
+    yield {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1",
+           "VENTURI_DSN": pg_dsn, "VENTURI_PREFIX": pgq.prefix}
+
+
+async def test_venturi_worker_exits_non_zero_on_a_bug_in_a_service(
+        worker_env: dict[str, str], tmp_path: Path) -> None:
+    """The CLI: a non-zero exit (a supervisor restarts it) and one line on stderr that names
+    the error, not the task group that carried it; no traceback."""
+    script = Path(sys.executable).parent / "venturi"
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(script), "worker", "--app", "tests.worker.buggy_app", "--log-format", "json"],
+            cwd=ROOT, env={**worker_env, "VENTURI_TEST_BUG": "next_visible_at"},
+            capture_output=True, text=True, timeout=60)
+
+    broken = await asyncio.to_thread(run)
+    assert broken.returncode == 1, (broken.stdout, broken.stderr)
+    lines = broken.stderr.strip().splitlines()
+    assert lines == ["venturi: error: unexpected RuntimeError: injected bug in next_visible_at"
+                     " (set VENTURI_DEBUG=1 for the traceback)"], lines
+    assert "Traceback" not in broken.stderr + broken.stdout

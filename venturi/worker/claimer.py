@@ -1,0 +1,169 @@
+"""Where a job is claimed: the claim loop, and the hand-off of claimed jobs to the slots.
+
+One claim at a time, for as many jobs as there are free slots (plus the prefetch
+window): ``claim_wanted`` says when to look, the claim statement decides what runs
+(docs/concepts/lifecycle.md), and the priority floor splits each batch between the
+tiers (docs/concepts/priorities.md, ``fairness.py``). Nothing is claimed before the
+buffered settlements of an outage are written (docs/concepts/failures.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import anyio
+
+from ..errors import DatabaseUnavailable
+from ..logs import get_logger
+from ..store.base import ClaimRequest, JobRecord, Store
+from .clock import DbClock
+from .fairness import Fairness
+from .health import DatabaseHealth
+from .held import Held, HeldJobs
+from .identity import Identity
+from .metrics import KindMetrics
+from .settler import Settler
+from .waker import VisibilityTimer
+
+log = get_logger("venturi.worker")
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimWindow:
+    """How many claims a worker may hold, and when the next claim may go out early.
+
+    With prefetch, the next claim goes out while buffered jobs still wait: once a
+    prefetch window is free, a slot about to start a job yields to the claimer first
+    (``overlap``), so the claim's round trip overlaps runs instead of alternating with
+    them. The claim then leaves about ``concurrency`` jobs buffered: that hides a round
+    trip only when the slots are at least as many as the window (docs/benchmarks.md,
+    "The next claim overlaps the buffered jobs"), so it is off for wider windows.
+    """
+
+    capacity: int  # slots plus the prefetch window
+    floor: int  # with jobs buffered, claim no fewer than this
+    overlap: bool
+
+    @classmethod
+    def of(cls, concurrency: int, prefetch: int) -> ClaimWindow:
+        return cls(concurrency + prefetch, max(1, prefetch), 0 < prefetch <= concurrency)
+
+
+class Claimer:
+    """Claims while ``claim_wanted`` is set, until ``stop`` is."""
+
+    def __init__(self, store: Store, identity: Identity, leases: dict[str, dt.timedelta],
+                 window: ClaimWindow, held: HeldJobs, settler: Settler, timer: VisibilityTimer,
+                 db: DatabaseHealth, clock: DbClock, kinds: dict[str, KindMetrics],
+                 claim_wanted: asyncio.Event, stop: asyncio.Event) -> None:
+        self._store = store
+        self._identity = identity
+        self._leases = leases
+        self._deadlines = {k: (v, v.total_seconds() * 2 / 3) for k, v in leases.items()}
+        self._window = window
+        self._held = held
+        self._settler = settler
+        self._timer = timer
+        self._db = db
+        self._clock = clock
+        self._kinds = kinds
+        self._claim_wanted = claim_wanted
+        self._stop = stop
+        self._fairness = Fairness()
+        self.claiming = False  # a claim is in flight
+        self.trace = False  # log every claimed job (DEBUG): decided once per run
+
+    def wants_turn(self) -> bool:
+        """Whether a slot about to start a job should let the next claim go out first
+        (``ClaimWindow.overlap``)."""
+        return (not self.claiming and self._claim_wanted.is_set()
+                and self._window.capacity - self._held.active >= self._window.floor)
+
+    async def run(self, *, until_empty: bool = False) -> bool:
+        """Claim until a stop is requested; with ``until_empty``, also until no runnable
+        work is left (then True: the caller drains the worker)."""
+        held_jobs, settler, window = self._held, self._settler, self._window
+        while not self._stop.is_set():
+            await self._claim_wanted.wait()
+            self._claim_wanted.clear()
+            if self._stop.is_set():
+                return False
+            free = window.capacity - held_jobs.active
+            if free <= 0:
+                continue
+            if free < window.floor and held_jobs.inbox.qsize():
+                continue  # the slots have buffered work: wait for a worthwhile batch
+            settled_before = settler.written
+            try:
+                # The flush-first wait only exists after an outage; its stop guard costs a
+                # task group per claim, so it is only set up then.
+                if self._db.flush_pending and not await self._unless_stopped(
+                        settler.flushed_after_outage):
+                    return False
+                low, normal = self._fairness.split(free)
+                self.claiming = True
+                try:
+                    jobs = await self._store.claim(ClaimRequest(
+                        self._identity.claimed_by, self._leases, free, reserve_normal=normal,
+                        reserve_low=low))
+                finally:
+                    self.claiming = False
+            except DatabaseUnavailable:
+                if not await self._db.back_off("claimer", until=self._stop):
+                    return False
+                self._claim_wanted.set()
+                continue
+            self._db.recovered("claimer")
+            self._fairness.advance(len(jobs))
+            if jobs:
+                self._dispatch(jobs)
+            if len(jobs) == free:
+                self._claim_wanted.set()  # there is probably more: claim again as slots free up
+            else:
+                self._timer.recompute()
+                quiet = settled_before == settler.written  # nothing committed mid-claim
+                if (until_empty and quiet and not jobs and not len(held_jobs)
+                        and not len(settler)):
+                    log.info("queue_empty", worker=self._identity.name)
+                    return True
+                if until_empty and not quiet:
+                    self._claim_wanted.set()
+        return False
+
+    def _dispatch(self, jobs: list[JobRecord]) -> None:
+        """Hold the claimed jobs and hand them to the slots (per-batch bookkeeping)."""
+        now = asyncio.get_running_loop().time()  # anyio's clock, without its backend lookup
+        wall = self._clock.now()
+        deadlines, kinds = self._deadlines, self._kinds
+        claimed: dict[str, int] = {}
+        held_map, put = self._held.by_id, self._held.inbox.put_nowait
+        for job in jobs:
+            kind = job.kind
+            lease, ahead = deadlines[kind]
+            held = Held(job, lease, now + ahead)
+            held_map[job.id] = held
+            claimed[kind] = claimed.get(kind, 0) + 1
+            kinds[kind].pickup.observe(max((wall - job.visible_at).total_seconds(), 0.0))
+            if self.trace:
+                log.debug("job_claimed", job_id=str(job.id), kind=kind, run_no=job.run_count)
+            put(held)
+        for kind, n in claimed.items():
+            kinds[kind].claimed.inc(n)
+        self._held.activated(len(jobs))
+
+    async def _unless_stopped(self, wait: Callable[[], Awaitable[None]]) -> bool:
+        """Run one of the claimer's waits, cut short by a stop request: during an outage
+        the flush-first wait lasts as long as the outage, and a drain must not."""
+        async with anyio.create_task_group() as group:
+            async def on_stop() -> None:
+                await self._stop.wait()
+                group.cancel_scope.cancel()
+
+            group.start_soon(on_stop)
+            await wait()
+            group.cancel_scope.cancel()
+            return True
+        return False

@@ -1,0 +1,371 @@
+"""The worker: one task group running the services of one process, and its drain.
+
+Every service lives in a module of its own and takes only what it uses (the store, a
+clock, the outage helper, the held claims, the event it sets); this module builds
+them, starts them, and stops them in two phases (docs/operations/deploys.md): stop
+claiming and let running jobs finish within the grace period, then release the rest.
+A bug in any service ends ``run()`` with that exception; a lost database does not
+(``health.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import signal
+from collections.abc import Callable, Coroutine, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from typing import Any
+
+import anyio
+
+from ..errors import ConfigError, DatabaseUnavailable
+from ..logs import get_logger
+from ..queue import Queue
+from ..store.base import IdentityLock
+from ..task import Task
+from .claimer import Claimer, ClaimWindow
+from .clock import DbClock
+from .config import WorkerConfig, select_tasks
+from .control import Control
+from .deadlines import DeadlineWatcher, StallMonitor
+from .executor import Executor
+from .health import DatabaseHealth, GaveUp, Health
+from .heartbeat import Heartbeat
+from .held import HeldJobs, StopReason
+from .http import HealthServer
+from .identity import Identity, IdentityGuard, NameLock
+from .metrics import QueueSampler, WorkerMetrics
+from .outcomes import Outcomes, Progress
+from .periodic import PeriodicSeeder
+from .recovery import Reaper, recover_earlier_boots
+from .renewer import Renewer
+from .retention import Retention
+from .settler import Settler
+from .signals import STOP_SIGNALS
+from .slots import Slots
+from .waker import Poller, VisibilityTimer, Waker
+
+log = get_logger("venturi.worker")
+
+Lifespan = Callable[[], AbstractAsyncContextManager[Any]]
+Service = Callable[[], Coroutine[Any, Any, None]]
+
+
+class Worker:
+    """Claims and runs jobs of the given tasks until drained.
+
+    ``Worker(queue, tasks=[Embed], concurrency=10)`` or with a full
+    ``config=WorkerConfig(...)``. ``await worker.run()`` returns after a clean
+    drain; ``run(until_empty=True)`` once no runnable work is left.
+
+    ``tasks`` defaults to every registered task. Keyword ``options`` are the
+    fields of ``WorkerConfig`` (``concurrency``, ``kinds``, ``name``, ``grace``,
+    ``retention``, ``handle_signals``, ``prefetch``, ...). ``lifespan`` is an
+    async context manager factory whose value every run sees as ``ctx.state``;
+    ``metrics`` a ``WorkerMetrics`` to update (one of its own by default).
+
+    After ``run()`` returns, ``exit_code`` is 0 after a clean drain and 130
+    after a forced stop (a second signal). ``health.alive`` and
+    ``health.ready`` are what a liveness and a readiness probe report;
+    ``progress`` counts what the worker settled.
+    """
+
+    def __init__(
+        self,
+        queue: Queue,
+        tasks: Sequence[type[Task]] | None = None,
+        *,
+        config: WorkerConfig | None = None,
+        lifespan: Lifespan | None = None,
+        metrics: WorkerMetrics | None = None,
+        **options: Any,
+    ) -> None:
+        self.config = WorkerConfig.from_options(config, options)
+        self.queue = queue
+        self.store = queue.store
+        if self.config.listen_dsn is not None:
+            # LISTEN and the identity lock need a session of their own: behind a
+            # transaction pooler they must reach PostgreSQL directly.
+            if not hasattr(self.store, "listen_dsn"):
+                raise ConfigError("listen_dsn applies to a PostgreSQL queue only")
+            self.store.listen_dsn = self.config.listen_dsn
+        self.metrics = metrics or WorkerMetrics()
+        self.tasks = select_tasks(tasks, self.config.kinds)
+        self.leases = {k: cls.__task__.lease for k, cls in self.tasks.items()}
+        self.identity = Identity(self.config.name)
+        self.health = Health()
+        self.http: HealthServer | None = None
+        self.exit_code: int | None = None
+        self._lifespan = lifespan
+        self._ran = False
+        self._stopped = asyncio.Event()  # set when run() has returned
+        self._wire()
+
+    def _wire(self) -> None:
+        """The state the services share, and the services that do not need the loop."""
+        config, store = self.config, self.store
+        self._shortest_lease = min(self.leases.values()).total_seconds()
+        self._kind_metrics = {kind: self.metrics.for_kind(kind) for kind in self.tasks}
+        self._db = DatabaseHealth(self.health, self.metrics.db_unavailable,
+                                  config.max_backoff.total_seconds())
+        self._clock = DbClock()
+        self._claim_wanted = asyncio.Event()  # the claimer should look for work
+        self._stop = asyncio.Event()  # a drain was requested: claim nothing more
+        self._held = HeldJobs(self.metrics, self._claim_wanted)
+        self._timer = VisibilityTimer(store, list(self.tasks), self._clock, self._db,
+                                      self._claim_wanted)
+        self._outcomes = Outcomes(self._held, self.metrics, self._kind_metrics,
+                                  self._timer.wake_at)
+        self._settler = Settler(store, self.identity, self._db, self._outcomes.record,
+                                self._held.dropped, self._claim_wanted)
+        self._deadlines = DeadlineWatcher(self._held)
+        self._window = ClaimWindow.of(config.concurrency, config.prefetch)
+        self._claimer = Claimer(store, self.identity, self.leases, self._window, self._held,
+                                self._settler, self._timer, self._db, self._clock,
+                                self._kind_metrics, self._claim_wanted, self._stop)
+        # The drain: its grace, the wait for running jobs it may shorten, a forced stop.
+        self._grace = config.grace
+        self._grace_scope: anyio.CancelScope | None = None
+        self._grace_began = 0.0
+        self._flush_scope: anyio.CancelScope | None = None
+        self._force = False
+        self._starting: anyio.CancelScope | None = None  # lifespan, HTTP and boot
+
+    # --- what the worker is --------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.identity.name
+
+    @property
+    def boot_id(self) -> str:
+        return self.identity.boot_id
+
+    @property
+    def claimed_by(self) -> str:
+        return self.identity.claimed_by
+
+    @property
+    def draining(self) -> bool:
+        return self._stop.is_set()
+
+    @property
+    def held(self) -> int:
+        """Jobs this worker holds (claimed and not yet settled)."""
+        return len(self._held)
+
+    @property
+    def progress(self) -> Progress:
+        """Runs settled so far, by outcome, and the claims held now (read-only)."""
+        return self._outcomes.progress()
+
+    # --- control --------------------------------------------------------------------------
+
+    @staticmethod
+    def handling_signals() -> contextlib.AbstractContextManager[None]:
+        """Handle SIGTERM and SIGINT for this process during the block, before any worker
+        runs.
+
+        A program that will run a worker with ``handle_signals=True`` (``venturi
+        worker``) enters this first: a signal while it still imports, connects or
+        boots then drains the worker as soon as it runs (exit 0, nothing claimed)
+        instead of ending the process with Python's default handler. From the main
+        thread; the previous handlers are back after the block."""
+        return STOP_SIGNALS.taken()
+
+    @staticmethod
+    def cancelled_by_signal() -> contextlib.AbstractContextManager[anyio.CancelScope]:
+        """A cancel scope that the first SIGTERM or SIGINT cancels, one received earlier
+        in :meth:`handling_signals` included: for a wait before the worker runs, such as
+        connecting to the database."""
+        return STOP_SIGNALS.cancelling()
+
+    def wake(self) -> None:
+        """Look for work now (a hint, like a NOTIFY)."""
+        self._claim_wanted.set()
+
+    async def drain(self, grace: dt.timedelta | float | None = None) -> None:
+        """Stop claiming, let running jobs finish within ``grace``, release the
+        rest, and wait until ``run()`` has returned. Idempotent."""
+        self.request_drain(grace)
+        if self._ran:
+            await self._stopped.wait()
+
+    def request_drain(self, grace: dt.timedelta | float | None = None) -> None:
+        """Ask for a drain. A grace given while the drain already waits for running
+        jobs replaces the remaining wait, counted from when that wait began."""
+        if grace is not None:
+            self._grace = grace if isinstance(grace, dt.timedelta) else dt.timedelta(seconds=grace)
+            if self._grace_scope is not None:
+                self._grace_scope.deadline = self._grace_began + self._grace.total_seconds()
+        if not self._stop.is_set():
+            log.info("drain_requested", worker=self.name, grace=self._grace.total_seconds())
+        self.health.draining = True
+        self._stop.set()
+        self._claim_wanted.set()
+
+    # --- run -------------------------------------------------------------------------------
+
+    async def run(self, *, until_empty: bool = False) -> None:
+        if self._ran:
+            raise RuntimeError("a Worker runs once; create a new one")
+        self._ran = True
+        # Per-job events are DEBUG; decide once, so the hot path skips building them.
+        trace = bool(getattr(log, "is_enabled_for", lambda _l: True)(logging.DEBUG))
+        self._outcomes.trace = self._claimer.trace = trace
+        stopped = self._stopped
+        try:
+            with contextlib.ExitStack() as hooks:
+                if self.config.handle_signals:  # from now on, through the boot too
+                    hooks.enter_context(STOP_SIGNALS.listening(self._on_signal))
+                async with AsyncExitStack() as stack:
+                    started = await self._start(stack)
+                    if started is not None:  # None: stopped before it held a name
+                        self.health.alive = True
+                        log.info("worker_started", worker=self.name, boot_id=self.boot_id,
+                                 kinds=sorted(self.tasks),
+                                 concurrency=self.config.concurrency)
+                        await self._supervise(*started, until_empty)
+            if self.exit_code is None:
+                self.exit_code = 0
+        finally:
+            was_alive = self.health.alive
+            self.health.alive = False
+            stopped.set()
+            if was_alive:
+                p = self.progress
+                log.info("worker_stopped", worker=self.name, exit_code=self.exit_code,
+                         completed=p.completed, retried=p.retried, dead=p.dead,
+                         paused=p.paused, released=p.released)
+
+    async def _start(self, stack: AsyncExitStack) -> tuple[IdentityLock, Executor] | None:
+        """Enter the lifespan, serve HTTP, boot. None when a drain cut the boot short
+        (nothing was claimed) or a forced stop cancelled the start."""
+        try:
+            with anyio.CancelScope() as self._starting:
+                state = None
+                if self._lifespan is not None:
+                    state = await stack.enter_async_context(self._lifespan())
+                executor = Executor(self.tasks, state, self._clock, self._deadlines.watch)
+                if self.config.http is not None:
+                    self.http = HealthServer(self.health, self.metrics.registry,
+                                             self.config.http)
+                    await self.http.start()
+                    stack.push_async_callback(self.http.close)
+                lock = await self._boot(stack)
+                if lock is not None:
+                    return lock, executor
+            return None
+        finally:
+            self._starting = None
+
+    async def _boot(self, stack: AsyncExitStack) -> IdentityLock | None:
+        """Take the name's lock, then recover the claims of the name's earlier boots
+        (docs/concepts/leases.md, "Restarts: boot recovery"). A drain requested while the
+        database is unreachable gives the boot up: None."""
+        name = NameLock(self.store, self.identity, stack)
+
+        async def boot() -> None:
+            if await name.take():
+                await recover_earlier_boots(self.store, self.identity)
+            await self._clock.sync(self.store)
+
+        try:
+            await self._db.retry("boot", boot, until=self._stop)
+        except GaveUp:
+            return None
+        return name.lock
+
+    async def _supervise(self, lock: IdentityLock, executor: Executor,
+                         until_empty: bool) -> None:
+        slots = Slots(self.config.concurrency, self._window, self._held, executor,
+                      self._settler, self._claimer, self._kind_metrics, self._stop)
+        async with anyio.create_task_group() as services:
+            async with anyio.create_task_group() as slot_group:
+                slots.start(slot_group)
+                for service in self._services(lock):
+                    services.start_soon(service)
+                if await self._claimer.run(until_empty=until_empty):  # until a stop
+                    self.request_drain(0)
+                await self._shutdown(slots, slot_group)
+            await self._final_flush()
+            services.cancel_scope.cancel()
+        with contextlib.suppress(DatabaseUnavailable), anyio.move_on_after(2):
+            await self.store.forget_worker(self.name, self.boot_id)
+
+    def _services(self, lock: IdentityLock) -> list[Service]:
+        """The background services (each a coroutine function), besides the claimer
+        and the slots."""
+        config, store, db, tasks = self.config, self.store, self._db, list(self.tasks)
+        control = Control(self._held, self.identity, self.request_drain)
+        services: list[Service] = [
+            self._settler.run,
+            Waker(store, tasks, self.identity, self.health, db, self.metrics, self._timer,
+                  self._claim_wanted, control.handle).run,
+            self._timer.run,
+            Reaper(store, db, self._settler.flushed_after_outage, self._claim_wanted,
+                   self._shortest_lease).run,
+            Renewer(store, self.identity, self._held, db, self._shortest_lease).run,
+            Heartbeat(store, self.identity, tasks, config.concurrency, self._held, self.health,
+                      self._clock, db, config.heartbeat_interval.total_seconds()).run,
+            Poller(config.poll_interval.total_seconds(), self.health, self._claim_wanted).run,
+            StallMonitor(self._shortest_lease).run,
+            self._deadlines.run,
+            PeriodicSeeder(store, list(self.tasks.values()), db,
+                           config.periodic_reseed_interval.total_seconds(),
+                           self._timer.recompute).run,
+            IdentityGuard(lock, self.identity, db, self.request_drain).run,
+        ]
+        if config.retention:
+            services.append(Retention(store, config.retention, db,
+                                      config.retention_interval.total_seconds()).run)
+        if config.http is not None:
+            services.append(QueueSampler(store, self.metrics, db,
+                                         config.sample_interval.total_seconds()).run)
+        return services
+
+    # --- the drain ---------------------------------------------------------------------------
+
+    async def _shutdown(self, slots: Slots, slot_group: anyio.abc.TaskGroup) -> None:
+        """Two phases: wait for running jobs up to the grace period, then release the rest."""
+        slots.release_buffered()
+        if not self._force:
+            self._grace_began = asyncio.get_running_loop().time()
+            with anyio.move_on_after(self._grace.total_seconds()) as scope:
+                self._grace_scope = scope
+                await self._held.idle.wait()
+            self._grace_scope = None
+        self._held.stop_running(StopReason.RELEASE)
+        with anyio.move_on_after(2):
+            await self._held.idle.wait()
+        slot_group.cancel_scope.cancel()
+
+    async def _final_flush(self) -> None:
+        timeout = 1.0 if self._force else max(5.0, self._grace.total_seconds())
+        with anyio.move_on_after(timeout) as scope:
+            self._flush_scope = scope  # a second signal shortens it
+            await self._settler.wait_empty()
+        self._flush_scope = None
+        if len(self._settler):
+            log.warning("settlements_unflushed", count=len(self._settler),
+                        note="their jobs will be recovered when their leases expire")
+
+    def _on_signal(self, signum: int) -> None:
+        """SIGTERM or SIGINT: the first drains, the second stops now (exit 130)."""
+        name = signal.Signals(signum).name
+        if not self._stop.is_set():
+            log.info("signal_received", signal=name, action="drain")
+            self.request_drain()
+        elif not self._force:
+            log.warning("signal_received", signal=name, action="stop now")
+            self._force = True
+            self.exit_code = 130
+            if self._starting is not None:
+                self._starting.cancel()
+            if self._flush_scope is not None:
+                self._flush_scope.deadline = min(self._flush_scope.deadline,
+                                                 anyio.current_time() + 1.0)
+            self._held.stop_running(StopReason.RELEASE)
