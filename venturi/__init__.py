@@ -105,12 +105,9 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "__version__":
-        from importlib.metadata import PackageNotFoundError, version
+        from ._version import package_version
 
-        try:
-            value: Any = version("venturi")
-        except PackageNotFoundError:  # pragma: no cover - running from a source tree
-            value = "0.0.0"
+        value: Any = package_version()
     elif name in _HOME:
         value = getattr(import_module(_HOME[name], __name__), name)
     else:

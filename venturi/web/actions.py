@@ -20,8 +20,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from venturi import Status, VenturiError
+from venturi.errors import VenturiError
 from venturi.logs import get_logger
+from venturi.store.records import Status
 
 from . import bulk
 from .auth import CSRF_FIELD, csrf_ok, csrf_token

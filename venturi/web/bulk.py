@@ -22,7 +22,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from venturi import Queue, Snapshot, Status
+from venturi.queue import Queue
+from venturi.store.records import Snapshot, Status
 
 from .filters import JobFilter, known_count
 

@@ -30,7 +30,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlencode
 
-from venturi import JobRecord, Queue, Snapshot, Status
+from venturi.queue import Queue
+from venturi.store.records import JobRecord, Snapshot, Status
 
 PAGE = 50
 BATCH = 200

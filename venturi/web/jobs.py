@@ -9,7 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from venturi import Snapshot, Status
+from venturi.store.records import Snapshot, Status
 
 from . import bulk
 from .dashboard import Dashboard, dashboard

@@ -23,8 +23,10 @@ import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
-from venturi import Queue, Snapshot, VenturiError
+from venturi.errors import VenturiError
 from venturi.logs import get_logger
+from venturi.queue import Queue
+from venturi.store.records import Snapshot
 
 from .samples import Samples
 

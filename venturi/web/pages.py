@@ -13,8 +13,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from venturi import JobRecord, JournalRecord, Snapshot, Status, WorkerInfo
 from venturi.logs import get_logger
+from venturi.store.records import JobRecord, JournalRecord, Snapshot, Status, WorkerInfo
 
 from .auth import CSRF_FIELD, csrf_ok
 from .dashboard import Dashboard, dashboard

@@ -19,7 +19,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from venturi import Snapshot
+from venturi.store.records import Snapshot
 
 WINDOW = 3600.0  # seconds shown
 MAX_LAG_SERIES = 8  # kinds drawn on the lag chart, the ones that lagged most

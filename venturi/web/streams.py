@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from venturi import VenturiError
+from venturi.errors import VenturiError
 
 from .dashboard import Dashboard, dashboard
 from .filters import FilterError, JobFilter
