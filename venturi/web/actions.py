@@ -164,7 +164,7 @@ async def _carry_out(dash: Dashboard, req: ActionRequest) -> tuple[int, str]:
     planned = bulk.plan(req.action, req.filter, snap, total)
     if isinstance(planned, bulk.Refusal):
         raise Refused(409, planned.reason)
-    n = await bulk.run(queue, planned, req.filter, req.upto)
+    n = await bulk.run(queue, planned, req.filter, snap, req.upto)
     verb = "Retried" if req.action == "retry" else "Cancelled"
     return n, f"{verb} {n} jobs matching the filter."
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import time
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -28,7 +29,7 @@ from venturi.logs import get_logger
 from venturi.queue import Queue
 from venturi.store.records import Snapshot
 
-from .samples import Samples
+from .samples import BACKFILL_ROWS, WINDOW, Samples
 
 log = get_logger("venturi.web")
 T = TypeVar("T")
@@ -118,7 +119,19 @@ class Hub:
         mono = time.monotonic()
         if self.samples.due(mono):
             self.samples.add(snap, at=time.time(), mono=mono)
+        if not self.samples.backfilled:
+            await self._backfill()
         self._bump()
+
+    async def _backfill(self) -> None:
+        """The charts' hour before this dashboard started, once (samples.py)."""
+        start = time.time()
+        since = dt.datetime.fromtimestamp(start - WINDOW, dt.UTC)
+        try:
+            minutes = await self.queue.finished_per_minute(since, limit=BACKFILL_ROWS)
+        except VenturiError:
+            return  # the next refresh tries again
+        self.samples.backfill(minutes, limit=BACKFILL_ROWS, start=start)
 
     def _bump(self) -> None:
         self.version += 1
