@@ -32,13 +32,13 @@ class WorkerProc:
     def __init__(self, dsn: str, prefix: str, logdir: Path, *, name: str | None = None,
                  concurrency: int = 10, grace: str = "5s", extra: list[str] | None = None,
                  global_options: list[str] | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, app: str = APP) -> None:
         self.name = name
         logdir.mkdir(parents=True, exist_ok=True)
         stem = f"{name or 'worker'}-{time.monotonic_ns()}"
         self.out = logdir / f"{stem}.log"
         self.err = logdir / f"{stem}.err"
-        args = [venturi_script(), *(global_options or []), "worker", "--app", APP,
+        args = [venturi_script(), *(global_options or []), "worker", "--app", app,
                 "--dsn", dsn, "--prefix", prefix, "--concurrency", str(concurrency),
                 "--grace", grace, "--log-format", "json", *(extra or [])]
         if name is not None:

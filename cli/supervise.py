@@ -95,10 +95,11 @@ def worker(
 
         async def go() -> int:
             async with contextlib.AsyncExitStack() as stack:
+                q: venturi.Queue | None = None
                 with venturi.Worker.cancelled_by_signal() as connecting:
-                    q = await stack.enter_async_context(venturi.Queue.connect(
-                        target, prefix=s.prefix, listen_dsn=listen_dsn, pooler=s.pooler))
-                if connecting.cancel_called:
+                    q = await _connect(stack, target, s.prefix, listen_dsn, s.pooler,
+                                       config.max_backoff.total_seconds())
+                if connecting.cancel_called or q is None:
                     venturi.logs.get_logger("venturi.cli").info(
                         "worker_not_started", reason="signalled before it connected")
                     return 0  # nothing was claimed
@@ -125,6 +126,33 @@ def _dashboard_auth(token: str | None, acting: bool) -> Any:
         return TokenAuth(token)
     except ValueError as exc:
         fail(f"--token: {exc}", code=USAGE)
+
+
+async def _connect(stack: contextlib.AsyncExitStack, dsn: str, prefix: str,
+                   listen_dsn: str | None, pooler: bool, cap: float) -> venturi.Queue:
+    """The worker's queue, once the database answers. A worker started while its database
+    is unreachable (a failover, a restart, a pod scheduled before the database) waits for
+    it as a running worker rides out an outage: ``db_unavailable`` once, then retries with
+    a backoff capped like the services' (docs/operations/deploys.md). A refusal that is
+    not an outage (bad credentials, no such database) still ends the command at once."""
+    log = venturi.logs.get_logger("venturi.cli")
+    loop = asyncio.get_running_loop()
+    down_since: float | None = None
+    while True:
+        try:
+            queue = await stack.enter_async_context(venturi.Queue.connect(
+                dsn, prefix=prefix, listen_dsn=listen_dsn, pooler=pooler))
+        except venturi.DatabaseUnavailable as exc:
+            if down_since is None:
+                down_since = loop.time()
+                log.warning("db_unavailable", service="connect", error=str(exc))
+            down = loop.time() - down_since
+            await asyncio.sleep(min(0.1 * 2 ** min(down, 10), cap))
+            continue
+        if down_since is not None:
+            log.info("db_available", service="connect",
+                     outage_seconds=round(loop.time() - down_since, 3))
+        return queue
 
 
 def drain(

@@ -39,6 +39,7 @@ PUBLIC = [
     "SchemaMissing",
     "Snapshot",
     "Status",
+    "SyncQueue",
     "Task",
     "TaskDefinitionError",
     "UnknownKind",
@@ -104,3 +105,17 @@ def test_the_store_never_imports_the_queue_or_the_worker() -> None:
 def test_the_import_check_sees_relative_imports() -> None:
     # Guard the guard: queue.py imports the store, relatively.
     assert "venturi.store.base" in _imports(ROOT / "venturi" / "queue.py")
+
+
+def test_public_names_and_submodules_resolve_lazily() -> None:
+    """``import venturi`` loads nothing heavy; each public name, and each submodule
+    reached as an attribute (``venturi.logs``), resolves on first use."""
+    code = ("import sys, venturi; heavy = [m for m in ('asyncpg', 'venturi.queue') "
+            "if m in sys.modules]; "
+            "assert not heavy, heavy; "
+            "[getattr(venturi, n) for n in venturi.__all__]; "
+            "assert venturi.logs.configure and venturi.config.parse_duration; "
+            "assert not hasattr(venturi, 'no_such_thing'); print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=False, cwd=ROOT)
+    assert out.stdout.strip() == "ok", out.stderr

@@ -15,10 +15,24 @@ import pytest
 
 from tests.conftest import drop_prefix, new_prefix
 from venturi import ConfigError, MemoryStore, Queue
+from venturi.store import _sql
 from venturi.store.postgres import PostgresStore
 
-MIGRATIONS = ["0001_init.sql", "0005_tallies.sql"]
+MIGRATIONS = ["0001_init.sql", "0002_storage.sql", "0005_tallies.sql"]
 TABLES = {"jobs", "journal", "workers", "migrations", "tallies"}
+# Storage parameters (0001 and 0002_storage.sql): autovacuum after a small absolute
+# churn on the two queue tables, room on the workers' pages for HOT heartbeats.
+_CHURN = {
+    ("autovacuum_vacuum_threshold", "1000"), ("autovacuum_vacuum_scale_factor", "0.02"),
+    ("autovacuum_vacuum_insert_threshold", "1000"),
+    ("autovacuum_vacuum_insert_scale_factor", "0.02"),
+    ("autovacuum_analyze_threshold", "1000"), ("autovacuum_analyze_scale_factor", "0.02"),
+    ("autovacuum_vacuum_cost_delay", "1"), ("autovacuum_vacuum_cost_limit", "2000"),
+}
+# 0005_tallies.sql: room on the tally's pages, each finishing statement updates a row.
+TALLY_FILL = ("tallies", "fillfactor", "50")
+STORAGE = {("jobs", "fillfactor", "80"), ("workers", "fillfactor", "50"), TALLY_FILL} | {
+    (table, name, value) for table in ("jobs", "journal") for name, value in _CHURN}
 INDEXES = {
     "jobs_pkey", "jobs_claim", "jobs_expiry", "jobs_dedup", "jobs_finished", "jobs_dead",
     "jobs_subject", "jobs_periodic", "journal_pkey", "journal_job", "workers_pkey",
@@ -46,6 +60,11 @@ async def _catalog(conn: asyncpg.Connection, prefix: str) -> dict[str, Any]:
     columns = await conn.fetch(
         "SELECT table_name, column_name, data_type, is_nullable FROM information_schema.columns"
         " WHERE table_schema = current_schema() AND starts_with(table_name, $1)", prefix)
+    options = await conn.fetch(
+        "SELECT c.relname, o.option_name, o.option_value FROM pg_class c"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace,"
+        " pg_options_to_table(c.reloptions) AS o"
+        " WHERE n.nspname = current_schema() AND starts_with(c.relname, $1)", prefix)
     triggers = await conn.fetch(
         "SELECT t.tgname, c.relname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid"
         " WHERE NOT t.tgisinternal AND c.relnamespace = current_schema()::regnamespace"
@@ -58,6 +77,7 @@ async def _catalog(conn: asyncpg.Connection, prefix: str) -> dict[str, Any]:
         "constraints": {r["conname"][strip:]: (r["contype"], r["def"]) for r in constraints},
         "columns": {(r["table_name"][strip:], r["column_name"], r["data_type"], r["is_nullable"])
                     for r in columns},
+        "options": {(r["relname"][strip:], r["option_name"], r["option_value"]) for r in options},
     }
 
 
@@ -104,6 +124,7 @@ async def test_migrate_creates_the_schema_once(pg_dsn: str, fresh: str) -> None:
     assert cols[("jobs", "priority")] == ("smallint", "NO")
     assert cols[("jobs", "max_failures")] == ("integer", "NO")
     assert cols[("journal", "id")] == ("bigint", "NO")
+    assert before["options"] == STORAGE
     assert {c for t, c in cols if t == "jobs"} == {
         "id", "kind", "payload", "priority", "status", "created_at", "visible_at",
         "claim_expires_at", "claimed_by", "finished_at", "run_count", "failure_count",
@@ -132,6 +153,62 @@ async def test_concurrent_migrators_apply_once(pg_dsn: str, fresh: str) -> None:
         assert (await _catalog(conn, fresh))["tables"] == TABLES
     finally:
         await conn.close()
+
+
+async def test_storage_parameters_keep_what_an_operator_set(pg_dsn: str, fresh: str) -> None:
+    """0002_storage.sql adds only the parameters a table does not have yet: values an
+    operator tuned before upgrading (docs/operations/retention.md) stay, and running
+    the file again changes nothing."""
+    store = await PostgresStore.connect(pg_dsn, prefix=fresh)
+    try:
+        await store.migrate()
+        async with store.pool.acquire() as conn:
+            # Back to version 1, as an operator had it, with two settings of their own.
+            await conn.execute(f"DELETE FROM {fresh}migrations WHERE version = 2")
+            for table, name, _ in STORAGE - {("jobs", "fillfactor", "80"), TALLY_FILL}:
+                await conn.execute(f"ALTER TABLE {fresh}{table} RESET ({name})")
+            await conn.execute(f"ALTER TABLE {fresh}jobs SET (autovacuum_vacuum_threshold = 5000,"
+                               " autovacuum_vacuum_cost_delay = 0)")
+            assert await store.migrate() == ["0002_storage.sql"]
+            upgraded = (await _catalog(conn, fresh))["options"]
+            ((_, _, storage),) = [m for m in _sql.migrations() if m[1] == "0002_storage.sql"]
+            await conn.execute(_sql.render_migration(storage, fresh))
+            again = (await _catalog(conn, fresh))["options"]
+    finally:
+        await store.close()
+    kept = {("jobs", "autovacuum_vacuum_threshold", "5000"),
+            ("jobs", "autovacuum_vacuum_cost_delay", "0")}
+    assert upgraded == {o for o in STORAGE if o[:2] not in {k[:2] for k in kept}} | kept
+    assert again == upgraded
+
+
+async def test_which_updates_can_be_hot(pg_store: PostgresStore) -> None:
+    """What 0002_storage.sql's comment says about fill factors: every update of a job
+    changes an indexed column or one a partial index's predicate reads, so none is HOT;
+    the heartbeat's update of a worker touches no indexed column, so it is. The
+    updates set the columns of postgres.sql's claim, extend_leases, settle_completions
+    and heartbeat statements."""
+    p = pg_store.prefix
+    async with pg_store.pool.acquire() as conn:
+        await conn.execute(f"INSERT INTO {p}jobs (id, kind, payload)"
+                           " VALUES (gen_random_uuid(), 'k', '{}')")
+        await conn.execute(f"UPDATE {p}jobs SET status = 'claimed', claimed_by = 'w/1',"
+                           " run_count = run_count + 1, claim_expires_at = now() + interval '10s'")
+        await conn.execute(f"UPDATE {p}jobs SET claim_expires_at = now() + interval '20s'")
+        await conn.execute(f"UPDATE {p}jobs SET status = 'completed', finished_at = now(),"
+                           " claimed_by = NULL, claim_expires_at = NULL")
+        await conn.execute(f"INSERT INTO {p}workers (name, boot_id, host, pid, kinds, concurrency)"
+                           " VALUES ('w', '1', 'h', 1, '{k}', 1)")
+        for n in range(3):
+            await conn.execute(f"UPDATE {p}workers SET in_flight = $1, draining = false,"
+                               " last_seen = now()", n)
+        # This session's counters reach the shared statistics when it next goes idle.
+        await conn.execute("SELECT pg_stat_force_next_flush()")
+        counts = {r["relname"][len(p):]: (r["n_tup_upd"], r["n_tup_hot_upd"]) for r in
+                  await conn.fetch("SELECT relname, n_tup_upd, n_tup_hot_upd FROM"
+                                   " pg_stat_user_tables WHERE relname = ANY($1::text[])",
+                                   [f"{p}jobs", f"{p}workers"])}
+    assert counts == {"jobs": (3, 0), "workers": (3, 3)}
 
 
 _ROW = "INSERT INTO {p}jobs (id, kind, payload, %s) VALUES (gen_random_uuid(), 'k', '{{}}', $1)"

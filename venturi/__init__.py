@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         WorkerInfo,
     )
     from .store.memory import MemoryStore
+    from .sync import SyncQueue
     from .task import Context, GiveUp, Keep, Merge, Pause, Priority, Replace, Task, With
     from .worker import Worker, WorkerConfig
 
@@ -57,6 +58,7 @@ _HOMES = {
                     "JournalRecord", "ManualClock", "Outcome", "Snapshot", "Status",
                     "WorkerInfo"),
     ".store.memory": ("MemoryStore",),
+    ".sync": ("SyncQueue",),
     ".task": ("Context", "GiveUp", "Keep", "Merge", "Pause", "Priority", "Replace", "Task",
               "With"),
     ".worker": ("Worker", "WorkerConfig"),
@@ -91,6 +93,7 @@ __all__ = [
     "SchemaMissing",
     "Snapshot",
     "Status",
+    "SyncQueue",
     "Task",
     "TaskDefinitionError",
     "UnknownKind",
@@ -110,6 +113,15 @@ def __getattr__(name: str) -> Any:
         value: Any = package_version()
     elif name in _HOME:
         value = getattr(import_module(_HOME[name], __name__), name)
+    elif not name.startswith("__"):
+        # A submodule (``venturi.logs``, ``venturi.config``): eager imports used to bind
+        # them as a side effect, and code written against that keeps working.
+        try:
+            value = import_module(f".{name}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value  # looked up once

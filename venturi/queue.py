@@ -72,7 +72,12 @@ class Queue:
     """A handle on one queue. Cheap to share; safe for concurrent use.
 
     Open one with ``async with Queue.connect(dsn) as queue`` (PostgreSQL) or
-    ``Queue(MemoryStore())`` in tests.
+    ``Queue(MemoryStore())`` in tests; ``venturi.SyncQueue`` is its blocking twin.
+
+    ``conn=`` (on enqueue, enqueue_many, cancel and the reads) runs the statements
+    on a connection of the caller's, in its open transaction: an asyncpg
+    ``Connection``, a psycopg ``AsyncConnection``, or a SQLAlchemy
+    ``AsyncConnection``/``AsyncSession`` (docs/integrations/producers.md).
     """
 
     def __init__(self, store: Store, *, max_payload_bytes: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES):
@@ -287,8 +292,9 @@ class Queue:
         priority: Priority | int | str | None = None,
         conn: Any = None,
     ) -> Enqueued:
-        """Enqueue one task. With ``conn=`` (any asyncpg Connection) the insert
-        joins the caller's transaction and workers are notified at its commit."""
+        """Enqueue one task. With ``conn=`` (the caller's connection or session:
+        docs/integrations/producers.md) the insert joins the caller's transaction
+        and workers are notified at its commit."""
         job, task = self._new_job(task, delay=delay, at=at, priority=priority)
         merge = self._merge_fn({job.id: task}) if job.dedup_key is not None else None
         (result,) = await self.store.enqueue([job], merge=merge, conn=conn)
@@ -317,23 +323,23 @@ class Queue:
 
     # --- inspect ------------------------------------------------------------------------
 
-    async def job(self, id: UUID | str) -> JobRecord | None:
+    async def job(self, id: UUID | str, *, conn: Any = None) -> JobRecord | None:
         """The job's row, or None if there is no such job (any more)."""
-        return await self.store.job(_uuid(id))
+        return await self.store.job(_uuid(id), conn=conn)
 
-    async def journal(self, id: UUID | str) -> list[JournalRecord]:
+    async def journal(self, id: UUID | str, *, conn: Any = None) -> list[JournalRecord]:
         """The job's journal, oldest entry first (empty for an unknown job)."""
-        return await self.store.journal(_uuid(id))
+        return await self.store.journal(_uuid(id), conn=conn)
 
-    async def stats(self) -> Snapshot:
+    async def stats(self, *, conn: Any = None) -> Snapshot:
         """Counts per kind and status, and how long the oldest runnable job has waited."""
-        return await self.store.stats()
+        return await self.store.stats(conn=conn)
 
-    async def detail(self, limit: int = 20) -> Detail:
+    async def detail(self, limit: int = 20, *, conn: Any = None) -> Detail:
         """The oldest runnable job's age and the ``limit`` newest dead jobs with their reasons."""
         if limit < 0:
             raise ValueError("limit must be >= 0")
-        return await self.store.detail(limit)
+        return await self.store.detail(limit, conn=conn)
 
     async def history(
         self,
@@ -347,6 +353,7 @@ class Queue:
         subject: str | None = None,
         created_since: dt.datetime | None = None,
         created_until: dt.datetime | None = None,
+        conn: Any = None,
     ) -> Page:
         """Jobs newest first, one keyset page at a time. ``subject``: its subtree, as
         ``count`` and ``cancel`` read it. ``created_since``/``created_until``: by the
@@ -360,29 +367,31 @@ class Queue:
             finished_since=finished_since, finished_until=finished_until,
             before=cursor, limit=limit + 1,
             subject=None if subject is None else normalize_subject(subject), since_id=since_id,
-        ))
+        ), conn=conn)
         return _page(rows, limit, lambda j: str(j.id))
 
     async def dead_jobs(
         self, *, kind: str | None = None, before: str | None = None, limit: int = 50,
         created_since: dt.datetime | None = None, created_until: dt.datetime | None = None,
+        conn: Any = None,
     ) -> Page:
         """Dead jobs, the most recently dead first, one page at a time (pass
         ``next_cursor`` as ``before=``). Read in the order of the dead jobs' own
         index, so a page costs its own rows however many jobs completed."""
         return _page(await self.store.dead_jobs(self._keyset(
-            kind, before, limit, created_since, created_until)), limit,
+            kind, before, limit, created_since, created_until), conn=conn), limit,
             lambda j: _pages.time_cursor(j.finished_at, j.id))
 
     async def claimed_jobs(
         self, *, kind: str | None = None, after: str | None = None, limit: int = 50,
         created_since: dt.datetime | None = None, created_until: dt.datetime | None = None,
+        conn: Any = None,
     ) -> Page:
         """Claimed (running) jobs, the soonest lease expiry first, one page at a time
         (pass ``next_cursor`` as ``after=``). A renewal moves a job's expiry, so a job
         renewed between two pages can appear on both or neither."""
         return _page(await self.store.claimed_jobs(self._keyset(
-            kind, after, limit, created_since, created_until)), limit,
+            kind, after, limit, created_since, created_until), conn=conn), limit,
             lambda j: _pages.time_cursor(j.claim_expires_at, j.id))
 
     @staticmethod
@@ -393,12 +402,13 @@ class Queue:
         return KeysetFilter(kind=kind, after=_pages.parse_time_cursor(cursor),
                             since_id=since_id, before_id=before_id, limit=limit + 1)
 
-    async def periodic_jobs(self) -> list[JobRecord]:
+    async def periodic_jobs(self, *, conn: Any = None) -> list[JobRecord]:
         """Each periodic kind's pending or claimed occurrence (its next run), by kind."""
-        return await self.store.periodic_jobs()
+        return await self.store.periodic_jobs(conn=conn)
 
     async def finished_per_minute(
         self, since: dt.datetime, until: dt.datetime | None = None, *, limit: int = 100_000,
+        conn: Any = None,
     ) -> list[FinishedMinute]:
         """Jobs finished from ``since`` to ``until`` (default: now), per minute and
         kind, oldest minute first; of the jobs still in the table, at most the
@@ -408,7 +418,7 @@ class Queue:
             raise ValueError("since and until must be timezone-aware")
         if limit < 1:
             raise ValueError("limit must be >= 1")
-        return await self.store.finished_per_minute(since, until or _FOREVER, limit)
+        return await self.store.finished_per_minute(since, until or _FOREVER, limit, conn=conn)
 
     async def count(
         self,
@@ -419,6 +429,7 @@ class Queue:
         created_since: dt.datetime | None = None,
         created_until: dt.datetime | None = None,
         at_most: int | None = None,
+        conn: Any = None,
     ) -> int:
         """Jobs of ``kind`` and/or in ``subject``'s subtree, in ``statuses`` (any by
         default), created in ``[created_since, created_until)`` if given. With
@@ -432,7 +443,7 @@ class Queue:
             subject=None if subject is None else normalize_subject(subject),
             statuses=None if statuses is None else tuple(_status(s) for s in statuses),
             since_id=since_id, before_id=before_id, at_most=at_most,
-        ))
+        ), conn=conn)
 
     async def workers(self) -> list[WorkerInfo]:
         """The workers registered on this queue, with their last heartbeat."""

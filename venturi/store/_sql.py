@@ -12,7 +12,8 @@ Other ``--`` lines are comments and are dropped. In the text, ``{prefix}`` is
 the validated table prefix (table names are also schema-qualified) and
 ``{now}`` the clock: ``$1``, or the database's ``now()`` when the store's clock
 returns None. Those are the only splices: every value is a bind parameter,
-written ``$n``; ``Query.pyformat`` gives the ``%s`` form for drivers that want it.
+written ``$n``, and every driver sends the text as it is (psycopg through its
+``RawCursor``).
 """
 
 from __future__ import annotations
@@ -65,43 +66,15 @@ def _raw_blocks(package: str = STATEMENTS) -> dict[str, str]:
     return {name: expand(body, ()) for name, body in statements.items()}
 
 
-_PLACEHOLDER = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\$(\d+)|%")
-
-
-def pyformat(sql: str) -> tuple[str, tuple[int, ...]]:
-    """``sql`` with ``%s`` placeholders, and for each the index of the argument it takes:
-    ``$n`` placeholders may repeat or come in any order, ``%s`` ones are positional.
-    Literal ``%`` is doubled; quoted strings and identifiers are left alone."""
-    order: list[int] = []
-
-    def convert(match: re.Match[str]) -> str:
-        token = match.group(0)
-        if match.group(1) is not None:
-            order.append(int(match.group(1)) - 1)
-            return "%s"
-        return "%%" if token == "%" else token
-
-    return _PLACEHOLDER.sub(convert, sql), tuple(order)
-
-
 class Query:
     """One statement, ready to run. ``uses_now``: its ``$1`` is the clock."""
 
-    __slots__ = ("_pyformat", "name", "sql", "uses_now")
+    __slots__ = ("name", "sql", "uses_now")
 
     def __init__(self, name: str, sql: str, uses_now: bool) -> None:
         self.name = name
         self.sql = sql
         self.uses_now = uses_now
-        self._pyformat: tuple[str, tuple[int, ...]] | None = None
-
-    @property
-    def pyformat(self) -> tuple[str, tuple[int, ...]]:
-        """The statement in ``%s`` style and its arguments' order (see :func:`pyformat`),
-        converted once."""
-        if self._pyformat is None:
-            self._pyformat = pyformat(self.sql)
-        return self._pyformat
 
 
 # Table references (not channel names, which sit inside quotes).

@@ -154,48 +154,49 @@ class Store(abc.ABC):
     async def seed_periodic(self, jobs: Sequence[NewJob]) -> int:
         """Insert periodic occurrences unless one is already pending or claimed."""
 
-    # inspecting
+    # inspecting: with ``conn=``, read on the caller's connection (what its open
+    # transaction sees), as the writes that take it do
     @abc.abstractmethod
-    async def job(self, id: UUID) -> JobRecord | None: ...
+    async def job(self, id: UUID, *, conn: Any = None) -> JobRecord | None: ...
 
     @abc.abstractmethod
-    async def journal(self, id: UUID) -> list[JournalRecord]:
+    async def journal(self, id: UUID, *, conn: Any = None) -> list[JournalRecord]:
         """A job's journal, oldest first."""
 
     @abc.abstractmethod
-    async def query_jobs(self, filter: HistoryFilter) -> list[JobRecord]:
+    async def query_jobs(self, filter: HistoryFilter, *, conn: Any = None) -> list[JobRecord]:
         """Jobs matching ``filter``, newest first, at most ``filter.limit``."""
 
     @abc.abstractmethod
-    async def dead_jobs(self, filter: KeysetFilter) -> list[JobRecord]:
+    async def dead_jobs(self, filter: KeysetFilter, *, conn: Any = None) -> list[JobRecord]:
         """Dead jobs, most recently finished first (``finished_at`` descending, then
         id ascending), after ``filter.after``; at most ``filter.limit``."""
 
     @abc.abstractmethod
-    async def claimed_jobs(self, filter: KeysetFilter) -> list[JobRecord]:
+    async def claimed_jobs(self, filter: KeysetFilter, *, conn: Any = None) -> list[JobRecord]:
         """Claimed jobs, soonest lease expiry first (``claim_expires_at``, then id),
         after ``filter.after``; at most ``filter.limit``."""
 
     @abc.abstractmethod
-    async def periodic_jobs(self) -> list[JobRecord]:
+    async def periodic_jobs(self, *, conn: Any = None) -> list[JobRecord]:
         """Every periodic kind's pending or claimed occurrence, by kind."""
 
     @abc.abstractmethod
-    async def finished_per_minute(self, since: dt.datetime, until: dt.datetime,
-                                  limit: int) -> list[FinishedMinute]:
+    async def finished_per_minute(self, since: dt.datetime, until: dt.datetime, limit: int, *,
+                                  conn: Any = None) -> list[FinishedMinute]:
         """Jobs finished in ``[since, until)``, per minute and kind, oldest first,
         counting at most the ``limit`` most recently finished."""
 
     @abc.abstractmethod
-    async def count(self, filter: CountFilter) -> int: ...
+    async def count(self, filter: CountFilter, *, conn: Any = None) -> int: ...
 
     @abc.abstractmethod
-    async def stats(self) -> Snapshot:
+    async def stats(self, *, conn: Any = None) -> Snapshot:
         """Counts without reading the finished jobs: pending and claimed jobs by their
         indexes, finished ones from counts kept as they change (sql/0005_tallies.sql)."""
 
     @abc.abstractmethod
-    async def detail(self, limit: int) -> Detail: ...
+    async def detail(self, limit: int, *, conn: Any = None) -> Detail: ...
 
     # administering
     @abc.abstractmethod

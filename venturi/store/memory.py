@@ -46,7 +46,7 @@ from .base import (
 )
 from .lifecycle import Recovery
 from .memory_sessions import MemoryIdentityLock, MemoryListener
-from .memory_views import MemoryViews, Rows, in_subtree
+from .memory_views import MemoryViews, Rows, in_subtree, refuse_conn
 
 UTC = dt.UTC
 _ACTIVE = (Status.PENDING, Status.CLAIMED)
@@ -115,8 +115,7 @@ class MemoryStore(MemoryViews, Store):
     async def enqueue(
         self, jobs: Sequence[NewJob], *, merge: MergeFn | None = None, conn: Any = None
     ) -> list[Enqueued]:
-        if conn is not None:
-            raise ConfigError("MemoryStore cannot join a caller's connection (conn=)")
+        refuse_conn(conn)
         check_new_jobs(jobs)
         now = self._now()
         # Work on a copy so a failure half-way leaves nothing behind (atomic batch).
@@ -342,8 +341,7 @@ class MemoryStore(MemoryViews, Store):
     async def cancel(
         self, *, ids: Sequence[UUID] | None = None, subject: str | None = None, conn: Any = None
     ) -> int:
-        if conn is not None:
-            raise ConfigError("MemoryStore cannot join a caller's connection (conn=)")
+        refuse_conn(conn)
         if ids is not None:
             wanted = set(ids)
             victims = [j for j in self._jobs.values() if j.id in wanted]

@@ -6,8 +6,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections import Counter
+from typing import Any
 from uuid import UUID
 
+from ..errors import ConfigError
 from .base import (
     Clock,
     CountFilter,
@@ -22,6 +24,12 @@ from .base import (
     Snapshot,
     Status,
 )
+
+
+def refuse_conn(conn: Any) -> None:
+    """MemoryStore holds no database transaction a caller's connection could share."""
+    if conn is not None:
+        raise ConfigError("MemoryStore cannot join a caller's connection (conn=)")
 
 
 def in_subtree(subject: str | None, root: str) -> bool:
@@ -64,13 +72,16 @@ class MemoryViews:
     def _now(self) -> dt.datetime:
         return self.clock.now() or dt.datetime.now(dt.UTC)
 
-    async def job(self, id: UUID) -> JobRecord | None:
+    async def job(self, id: UUID, *, conn: Any = None) -> JobRecord | None:
+        refuse_conn(conn)
         return self._jobs.get(id)
 
-    async def journal(self, id: UUID) -> list[JournalRecord]:
+    async def journal(self, id: UUID, *, conn: Any = None) -> list[JournalRecord]:
+        refuse_conn(conn)
         return list(self._journal.get(id, []))
 
-    async def query_jobs(self, filter: HistoryFilter) -> list[JobRecord]:
+    async def query_jobs(self, filter: HistoryFilter, *, conn: Any = None) -> list[JobRecord]:
+        refuse_conn(conn)
         f = filter
         found = [
             j for j in self._jobs.values()
@@ -91,7 +102,8 @@ class MemoryViews:
                 if j.status is status and (f.kind is None or j.kind == f.kind)
                 and _in_ids(j.id, f.since_id, f.before_id)]
 
-    async def dead_jobs(self, filter: KeysetFilter) -> list[JobRecord]:
+    async def dead_jobs(self, filter: KeysetFilter, *, conn: Any = None) -> list[JobRecord]:
+        refuse_conn(conn)
         # (finished_at DESC, id ASC), the dead jobs' index order.
         def key(j: JobRecord) -> tuple[float, UUID]:
             return -(j.finished_at or self._now()).timestamp(), j.id
@@ -102,7 +114,8 @@ class MemoryViews:
             found = [j for j in found if key(j) > (-at.timestamp(), last)]
         return found[: filter.limit]
 
-    async def claimed_jobs(self, filter: KeysetFilter) -> list[JobRecord]:
+    async def claimed_jobs(self, filter: KeysetFilter, *, conn: Any = None) -> list[JobRecord]:
+        refuse_conn(conn)
         def key(j: JobRecord) -> tuple[dt.datetime, UUID]:
             return j.claim_expires_at or self._now(), j.id
 
@@ -111,13 +124,15 @@ class MemoryViews:
             found = [j for j in found if key(j) > filter.after]
         return found[: filter.limit]
 
-    async def periodic_jobs(self) -> list[JobRecord]:
+    async def periodic_jobs(self, *, conn: Any = None) -> list[JobRecord]:
+        refuse_conn(conn)
         return sorted((j for j in self._jobs.values()
                        if j.periodic and j.status in (Status.PENDING, Status.CLAIMED)),
                       key=lambda j: j.kind)
 
-    async def finished_per_minute(self, since: dt.datetime, until: dt.datetime,
-                                  limit: int) -> list[FinishedMinute]:
+    async def finished_per_minute(self, since: dt.datetime, until: dt.datetime, limit: int, *,
+                                  conn: Any = None) -> list[FinishedMinute]:
+        refuse_conn(conn)
         recent = sorted((j for j in self._jobs.values()
                          if j.finished_at is not None and since <= j.finished_at < until),
                         key=lambda j: j.finished_at or since, reverse=True)[:limit]
@@ -130,7 +145,8 @@ class MemoryViews:
         return [FinishedMinute(m, k, buckets[(m, k, Status.COMPLETED)],
                                buckets[(m, k, Status.DEAD)]) for m, k in keys]
 
-    async def count(self, filter: CountFilter) -> int:
+    async def count(self, filter: CountFilter, *, conn: Any = None) -> int:
+        refuse_conn(conn)
         statuses = set(filter.statuses) if filter.statuses else set(Status)
         n = sum(
             1 for j in self._jobs.values()
@@ -141,7 +157,8 @@ class MemoryViews:
         )
         return n if filter.at_most is None else min(n, filter.at_most)
 
-    async def stats(self) -> Snapshot:
+    async def stats(self, *, conn: Any = None) -> Snapshot:
+        refuse_conn(conn)
         now = self._now()
         snap = Snapshot(counts_by_status={s.value: 0 for s in Status})
         oldest: dict[str, dt.datetime] = {}
@@ -166,7 +183,8 @@ class MemoryViews:
             totals[kind] = n
         return dataclasses.replace(snap, claimed=snap.counts_by_status["claimed"])
 
-    async def detail(self, limit: int) -> Detail:
+    async def detail(self, limit: int, *, conn: Any = None) -> Detail:
+        refuse_conn(conn)
         now = self._now()
         runnable = [j.visible_at for j in self._jobs.values()
                     if j.status is Status.PENDING and j.visible_at <= now]

@@ -4,7 +4,6 @@ again (``clock.py``)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import socket
 from collections.abc import Sequence
@@ -31,7 +30,8 @@ class Heartbeat:
         self._clock = clock
         self._db = db
         self._interval = interval
-        self._started = dt.datetime.now(dt.UTC)
+        # Database time (the boot measured the clock): this host's wall clock may be off.
+        self._started = clock.now()
 
     async def _beat(self) -> None:
         identity = self._identity

@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, cast
 
 import asyncpg
 
 from ...config import mask_dsn
 from ...errors import ConfigError
+from .. import _connect
 from .._sql import Query
 from ..base import IdentityLock, Listener
-from .asyncpg_errors import DRIVER_ERRORS, TRANSIENT_ERRORS, line, translate, translated
+from .asyncpg_errors import DRIVER_ERRORS, TRANSIENT_ERRORS, translate, translated
+from .asyncpg_executor import AsyncpgExecutor
 from .asyncpg_sessions import AsyncpgIdentityLock, AsyncpgListener
 from .driver import Executor, Row
+from .sqlstates import line
 
 # How long a kept connection stays out of the pool, unused, for the next statement
 # that asked to keep it (between one and two times this): see AsyncpgDriver._keep.
@@ -44,69 +47,6 @@ def _usable(c: Any) -> bool:
         return not c.is_closed()
     except asyncpg.InterfaceError:  # detached: the slot is back in the pool
         return False
-
-
-class AsyncpgExecutor:
-    """Statements on one asyncpg connection (a pooled one, or a caller's)."""
-
-    __slots__ = ("_dsn", "_prefix", "broken", "conn")
-
-    def __init__(self, conn: Any, prefix: str, dsn: str | None) -> None:
-        self.conn = conn
-        self._prefix = prefix
-        self._dsn = dsn
-        self.broken = False  # stuck mid-protocol: the pool must not get it back
-
-    async def _call(self, method: str, sql: str, args: Sequence[Any]) -> Any:
-        try:
-            return await getattr(self.conn, method)(sql, *args)
-        except DRIVER_ERRORS as exc:
-            self.broken = self.broken or isinstance(exc, asyncpg.InternalClientError)
-            raise translate(exc, self._prefix, self._dsn) from None
-
-    async def fetch(self, query: Query, args: Sequence[Any]) -> list[Row]:
-        rows: list[Row] = await self._call("fetch", query.sql, args)
-        return rows
-
-    async def fetchrow(self, query: Query, args: Sequence[Any]) -> Row | None:
-        row: Row | None = await self._call("fetchrow", query.sql, args)
-        return row
-
-    async def fetchval(self, query: Query, args: Sequence[Any]) -> Any:
-        return await self._call("fetchval", query.sql, args)
-
-    async def execute(self, query: Query, args: Sequence[Any]) -> None:
-        await self._call("execute", query.sql, args)
-
-    async def script(self, sql: str) -> None:
-        await self._call("execute", sql, ())
-
-    async def copy(self, schema: str | None, table: str, columns: Sequence[str],
-                   records: Iterable[Sequence[Any]]) -> None:
-        with translated(self._prefix, self._dsn):
-            await self.conn.copy_records_to_table(table, records=records, columns=columns,
-                                                  schema_name=schema)
-
-    @contextlib.asynccontextmanager
-    async def atomic(self, savepoint: str) -> AsyncIterator[None]:
-        """Our own transaction, or a savepoint inside the caller's however it began
-        (asyncpg's ``transaction()`` refuses to nest in one opened with a plain
-        ``BEGIN``, and ``conn=`` may be any connection)."""
-        c = self.conn
-        if not c.is_in_transaction():
-            with translated(self._prefix, self._dsn):
-                async with c.transaction():
-                    yield
-            return
-        await self._call("execute", f"SAVEPOINT {savepoint}", ())
-        try:
-            yield
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await c.execute(f"ROLLBACK TO SAVEPOINT {savepoint}")
-                await c.execute(f"RELEASE SAVEPOINT {savepoint}")
-            raise
-        await self._call("execute", f"RELEASE SAVEPOINT {savepoint}", ())
 
 
 class AsyncpgDriver:
@@ -153,6 +93,7 @@ class AsyncpgDriver:
                 dsn, min_size=min_size, max_size=max_size, timeout=connect_timeout,
                 statement_cache_size=0 if pooler else 256,
                 max_inactive_connection_lifetime=60.0, reset=_keep_session,
+                connect=cast(Any, _connect.connect),  # the stubs' protocol spells out every option
             )
         except (ValueError, TypeError, asyncpg.ClientConfigurationError) as exc:
             # Before the transient errors: ClientConfigurationError is an InterfaceError.
@@ -177,7 +118,9 @@ class AsyncpgDriver:
             self.pool.terminate()
 
     def adopt(self, conn: Any) -> Executor:
-        return AsyncpgExecutor(conn, self.prefix, self.dsn)
+        from .adoption import adopt_async
+
+        return adopt_async(conn, self.prefix, self.dsn)
 
     # --- one statement ---------------------------------------------------------------
 
@@ -314,9 +257,10 @@ class AsyncpgDriver:
     def listener(self, channels: Mapping[str, str]) -> Listener:
         return AsyncpgListener(self._direct_dsn("LISTEN"), self.prefix, channels)
 
-    def identity_lock(self, query: Query, args: Sequence[Any]) -> IdentityLock:
+    def identity_lock(self, query: Query, args: Sequence[Any], *,
+                      reclaim: Query | None = None) -> IdentityLock:
         return AsyncpgIdentityLock(self._direct_dsn("the worker identity lock"), self.prefix,
-                                   query, args)
+                                   query, args, reclaim)
 
 
 __all__ = ["TRANSIENT_ERRORS", "AsyncpgDriver", "AsyncpgExecutor", "translate"]

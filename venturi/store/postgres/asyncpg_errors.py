@@ -15,10 +15,9 @@ from collections.abc import Iterator
 import asyncpg
 
 from ...config import mask_dsn
-from ...errors import DatabaseError, DatabaseUnavailable, InvalidJob, SchemaMissing
+from ...errors import DatabaseError, DatabaseUnavailable
+from .sqlstates import from_server, line
 
-# SQLSTATE classes of a server that is going away or not accepting connections.
-_TRANSIENT_CLASSES = ("08", "57P")
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
     OSError,
     asyncio.TimeoutError,
@@ -39,30 +38,12 @@ def translate(exc: BaseException, prefix: str, dsn: str | None = None) -> BaseEx
     if isinstance(exc, asyncpg.DataError):
         # A value the driver cannot encode: the caller's input, never transient.
         return DatabaseError(f"invalid query argument: {line(exc)}")
-    if isinstance(exc, asyncpg.UndefinedTableError):
-        return SchemaMissing(prefix)
-    if isinstance(
-        exc, asyncpg.InvalidPasswordError | asyncpg.InvalidAuthorizationSpecificationError
-    ):
-        return DatabaseError(f"authentication failed{where}: check the user and password")
-    if isinstance(exc, asyncpg.InvalidCatalogNameError):
-        return DatabaseError(f"database does not exist{where}: create it or fix the DSN")
     if isinstance(exc, asyncpg.PostgresError):
-        state = exc.sqlstate or ""
-        if state.startswith(_TRANSIENT_CLASSES):
-            return DatabaseUnavailable(f"database unavailable{where}: {line(exc)}")
-        if state == "22P05" or state == "22021":  # untranslatable character / bad encoding
-            return InvalidJob(f"payload cannot be stored as jsonb ({line(exc)})")
-        return DatabaseError(f"database error {state}: {line(exc)}")
+        return from_server(exc.sqlstate or "", line(exc), prefix, where)
     if isinstance(exc, TRANSIENT_ERRORS):
         detail = line(exc) or type(exc).__name__
         return DatabaseUnavailable(f"database unavailable{where}: {detail}")
     return exc
-
-
-def line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else ""
 
 
 @contextlib.contextmanager

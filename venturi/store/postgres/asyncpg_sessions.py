@@ -12,9 +12,8 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import asyncpg
-
 from ...errors import DatabaseUnavailable
+from .. import _connect
 from .._sql import Query
 from ..base import IdentityLock, Listener
 from .asyncpg_errors import translated
@@ -25,12 +24,15 @@ class AsyncpgIdentityLock(IdentityLock):
     """A session advisory lock (docs/concepts/leases.md, boot recovery), taken by
     ``query`` on a dedicated connection."""
 
-    def __init__(self, dsn: str, prefix: str, query: Query, args: Sequence[Any]) -> None:
+    def __init__(self, dsn: str, prefix: str, query: Query, args: Sequence[Any],
+                 reclaim: Query | None = None) -> None:
         self._dsn = dsn
         self._prefix = prefix
         self._query = query
         self._args = tuple(args)
+        self._reclaim = reclaim
         self._conn: Any = None
+        self._holder: int | None = None  # backend pid of the session that took the lock
         self.lost = asyncio.Event()
 
     async def __aenter__(self) -> AsyncpgIdentityLock:
@@ -41,12 +43,28 @@ class AsyncpgIdentityLock(IdentityLock):
         self.lost = asyncio.Event()
         lost = self.lost
         with translated(self._prefix, self._dsn):
-            self._conn = await asyncpg.connect(self._dsn, timeout=10, statement_cache_size=0)
+            self._conn = await _connect.connect(self._dsn, timeout=10, statement_cache_size=0)
             self._conn.add_termination_listener(lambda _c: lost.set())
+            await _connect.server_aware(self._conn)
             got: bool = await self._conn.fetchval(self._query.sql, *self._args)
+            if not got and await self._reclaimed():
+                for _ in range(50):  # the ended session lets go as it exits
+                    await asyncio.sleep(0.1)
+                    got = await self._conn.fetchval(self._query.sql, *self._args)
+                    if got:
+                        break
         if not got:
             await self._close()
-        return got
+            return False
+        self._holder = self._conn.get_server_pid()
+        return True
+
+    async def _reclaimed(self) -> bool:
+        """After a partition the server may still hold the lock for our own earlier
+        session, whose client end is gone: end that session (ours, holding this lock)."""
+        if self._reclaim is None or self._holder is None:
+            return False
+        return bool(await self._conn.fetchval(self._reclaim.sql, self._holder, *self._args))
 
     async def ping(self) -> None:
         conn = self._conn
@@ -82,8 +100,9 @@ class AsyncpgListener(Listener):
 
     async def __aenter__(self) -> AsyncpgListener:
         with translated(self._prefix, self._dsn):
-            self._conn = await asyncpg.connect(self._dsn, timeout=10, statement_cache_size=0)
+            self._conn = await _connect.connect(self._dsn, timeout=10, statement_cache_size=0)
             self._conn.add_termination_listener(lambda _c: self._queue.put_nowait(None))
+            await _connect.server_aware(self._conn)
             for channel, label in self._channels.items():
                 await self._conn.add_listener(channel, self._callback(label))
         return self

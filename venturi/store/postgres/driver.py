@@ -6,10 +6,10 @@ through a :class:`Driver`, and turns the rows into records (``rows``). A driver
 carries statements to PostgreSQL and back and does nothing else:
 
 - **statements** are :class:`~venturi.store._sql.Query` objects, one SQL text
-  per operation with ``$n`` placeholders. A driver whose library wants another
-  style converts each query once (``Query.pyformat`` gives psycopg's ``%s``
-  form and the order its arguments go in) and may cache the result on the query
-  by its ``name``;
+  per operation with ``$n`` placeholders, sent as written (psycopg's
+  ``RawCursor`` takes ``$n`` too): rewritten to another placeholder style, a
+  ``$n`` that repeats would become several parameters, and PostgreSQL would no
+  longer match a ``GROUP BY`` expression to its select-list twin;
 - **values** go as bind parameters: JSON as text, cast to jsonb in the SQL, so
   no codec has to be configured on a caller's connection; jsonb columns come
   back as their JSON text; uuid, timestamptz, interval, arrays as the Python
@@ -27,8 +27,10 @@ carries statements to PostgreSQL and back and does nothing else:
   of their own, never a pooled one (a pool's reset unlistens, and a session
   lock must outlive transactions).
 
-``asyncpg_driver.AsyncpgDriver`` is the one shipped; docs/design-notes.md says
-how another plugs in.
+``asyncpg_driver.AsyncpgDriver`` serves the asyncio store and the worker;
+``psycopg_driver.PsycopgDriver`` is blocking and serves ``SyncQueue``. What a
+caller may pass as ``conn=`` is decided in ``adoption``, whatever the pool's
+driver. docs/design-notes.md says how another plugs in.
 """
 
 from __future__ import annotations
@@ -98,8 +100,11 @@ class Driver(Protocol):
     def listener(self, channels: Mapping[str, str]) -> Listener:
         """LISTEN on ``channels`` (channel name -> the label ``receive`` reports)."""
 
-    def identity_lock(self, query: Query, args: Sequence[Any]) -> IdentityLock:
+    def identity_lock(self, query: Query, args: Sequence[Any], *,
+                      reclaim: Query | None = None) -> IdentityLock:
         """A lock taken by ``query`` (a try-lock returning whether it got it) on a
-        dedicated session, held until that session ends."""
+        dedicated session, held until that session ends. ``reclaim`` (the earlier
+        holding session's backend pid, then ``args``) ends that session of this lock's
+        own, when it still holds the lock after its connection was lost."""
 
     async def close(self) -> None: ...

@@ -6,7 +6,7 @@ SELECT
 FROM {prefix}jobs AS j WHERE id = $1
 
 -- name: journal
-SELECT id, job_id, kind, run_no, recorded_at, outcome, note, attachment
+SELECT id, job_id, kind, run_no, recorded_at, outcome, note, attachment::text
 FROM {prefix}journal WHERE job_id = $1 ORDER BY id
 
 -- name: query_jobs
@@ -170,9 +170,11 @@ LIMIT $1
 
 -- fragment: job_columns
 -- A job's columns, as venturi/store/postgres/rows.py reads them, of the table aliased j.
-j.id, j.kind, j.payload, j.priority, j.status, j.created_at, j.visible_at,
+-- jsonb goes out as text whatever codec or loader the connection has (a caller's,
+-- conn=, may decode jsonb its own way: SQLAlchemy's engines do).
+j.id, j.kind, j.payload::text, j.priority, j.status, j.created_at, j.visible_at,
 j.claim_expires_at, j.claimed_by, j.finished_at, j.run_count, j.failure_count,
-j.max_failures, j.carry, j.dedup_key, j.subject, j.periodic
+j.max_failures, j.carry::text, j.dedup_key, j.subject, j.periodic
 
 -- fragment: in_subtree
 -- The subject $1's literal subtree: the subject itself or anything below

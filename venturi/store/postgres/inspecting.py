@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 from uuid import UUID
 
 from ..base import (
@@ -24,63 +25,66 @@ ALL_STATUSES = list(rows.STATUS)
 
 
 class Inspecting(Operations):
-    async def job(self, id: UUID) -> JobRecord | None:
-        row = await self._row("job", id)
+    async def job(self, id: UUID, *, conn: Any = None) -> JobRecord | None:
+        row = await self._row("job", id, on=self._on(conn))
         return None if row is None else rows.job(row)
 
-    async def journal(self, id: UUID) -> list[JournalRecord]:
-        return [rows.journal_entry(r) for r in await self._fetch("journal", id)]
+    async def journal(self, id: UUID, *, conn: Any = None) -> list[JournalRecord]:
+        found = await self._fetch("journal", id, on=self._on(conn))
+        return [rows.journal_entry(r) for r in found]
 
-    async def query_jobs(self, filter: HistoryFilter) -> list[JobRecord]:
-        f = filter
+    async def query_jobs(self, filter: HistoryFilter, *, conn: Any = None) -> list[JobRecord]:
+        f, on = filter, self._on(conn)
         status = f.status.value if f.status else None
         if f.subject is not None:
             found = await self._fetch(
                 "query_jobs_subject", f.subject, f.kind, status, f.finished_since,
-                f.finished_until, f.before, f.since_id, f.limit)
+                f.finished_until, f.before, f.since_id, f.limit, on=on)
         else:
             found = await self._fetch(
                 "query_jobs", f.kind, status, f.finished_since, f.finished_until, f.before,
-                f.limit, f.since_id)
+                f.limit, f.since_id, on=on)
         return [rows.job(r) for r in found]
 
-    async def dead_jobs(self, filter: KeysetFilter) -> list[JobRecord]:
-        return await self._keyset("dead_jobs", filter)
+    async def dead_jobs(self, filter: KeysetFilter, *, conn: Any = None) -> list[JobRecord]:
+        return await self._keyset("dead_jobs", filter, conn)
 
-    async def claimed_jobs(self, filter: KeysetFilter) -> list[JobRecord]:
-        return await self._keyset("claimed_jobs", filter)
+    async def claimed_jobs(self, filter: KeysetFilter, *, conn: Any = None) -> list[JobRecord]:
+        return await self._keyset("claimed_jobs", filter, conn)
 
-    async def _keyset(self, name: str, f: KeysetFilter) -> list[JobRecord]:
+    async def _keyset(self, name: str, f: KeysetFilter, conn: Any) -> list[JobRecord]:
         at, last = f.after if f.after is not None else (None, None)
-        found = await self._fetch(name, f.kind, at, last, f.since_id, f.before_id, f.limit)
+        found = await self._fetch(name, f.kind, at, last, f.since_id, f.before_id, f.limit,
+                                  on=self._on(conn))
         return [rows.job(r) for r in found]
 
-    async def periodic_jobs(self) -> list[JobRecord]:
-        return [rows.job(r) for r in await self._fetch("periodic_jobs")]
+    async def periodic_jobs(self, *, conn: Any = None) -> list[JobRecord]:
+        return [rows.job(r) for r in await self._fetch("periodic_jobs", on=self._on(conn))]
 
-    async def finished_per_minute(self, since: dt.datetime, until: dt.datetime,
-                                  limit: int) -> list[FinishedMinute]:
-        found = await self._fetch("finished_per_minute", since, until, limit)
-        return [FinishedMinute(r[0], r[1], r[2], r[3]) for r in found]
+    async def finished_per_minute(self, since: dt.datetime, until: dt.datetime, limit: int, *,
+                                  conn: Any = None) -> list[FinishedMinute]:
+        found = await self._fetch("finished_per_minute", since, until, limit,
+                                  on=self._on(conn))
+        return [FinishedMinute(r[0], r[1], int(r[2]), int(r[3])) for r in found]
 
-    async def count(self, filter: CountFilter) -> int:
-        f = filter
+    async def count(self, filter: CountFilter, *, conn: Any = None) -> int:
+        f, on = filter, self._on(conn)
         statuses = [s.value for s in f.statuses] if f.statuses else ALL_STATUSES
         if f.subject is not None:
             n = await self._val("count_subject", f.subject, f.kind, statuses, f.since_id,
-                                f.before_id, f.at_most)
+                                f.before_id, f.at_most, on=on)
         elif f.bounded:
             n = await self._val("count_between", f.kind, statuses, f.since_id, f.before_id,
-                                f.at_most)
+                                f.at_most, on=on)
         else:
             # Exact from the indexes and the tally; at_most only caps what it says.
-            n = await self._val("count_status", f.kind, statuses)
+            n = int(await self._val("count_status", f.kind, statuses, on=on))
             if f.at_most is not None:
                 n = min(n, f.at_most)
         return int(n)
 
-    async def stats(self) -> Snapshot:
-        async with self.driver.session() as ex:
+    async def stats(self, *, conn: Any = None) -> Snapshot:
+        async with self.driver.session(self._on(conn)) as ex:
             parts = await self._fetch("stats", on=ex)
             db_now = self.clock.now() or await self._val("db_now", on=ex)
         snap = Snapshot()
@@ -116,9 +120,10 @@ class Inspecting(Operations):
             dead_total_by_kind=snap.dead_total_by_kind,
         )
 
-    async def detail(self, limit: int) -> Detail:
-        age = await self._val("oldest_runnable")
-        found = await self._fetch("detail_failed", limit)
+    async def detail(self, limit: int, *, conn: Any = None) -> Detail:
+        on = self._on(conn)
+        age = await self._val("oldest_runnable", on=on)
+        found = await self._fetch("detail_failed", limit, on=on)
         return Detail(
             oldest_pending_age=None if age is None else max(age, dt.timedelta(0)),
             failed=[FailedJob(r[0], r[1], r[2], r[4], r[3]) for r in found],

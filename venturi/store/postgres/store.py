@@ -130,5 +130,5 @@ class PostgresStore(Producing, Working, Inspecting, Administering, Store):
 
     def identity_lock(self, name: str) -> IdentityLock:
         q, args = self._bind("identity_lock", (self.prefix, name))
-        return self.driver.identity_lock(q, args)
+        return self.driver.identity_lock(q, args, reclaim=self._q["identity_reclaim"])
 

@@ -23,3 +23,13 @@ SELECT pg_notify('{prefix}control', $1::text)
 -- One live worker per (queue, name), held by a dedicated session for life
 -- (docs/concepts/leases.md, restarts).
 SELECT pg_try_advisory_lock(hashtextextended('venturi:worker:' || $1::text || ':' || $2::text, 0))
+
+-- name: identity_reclaim
+-- After a partition: end our own earlier session ($1, its backend pid) if it still holds
+-- the name's lock. Its client end died without the server hearing of it, and the
+-- server would keep it (and the lock) until its TCP noticed. Only that pid, holding
+-- this very lock.
+SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks AS l
+WHERE l.locktype = 'advisory' AND l.granted AND l.pid = $1
+  AND ((l.classid::bigint << 32) | l.objid::bigint)
+      = hashtextextended('venturi:worker:' || $2::text || ':' || $3::text, 0)

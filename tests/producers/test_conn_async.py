@@ -1,0 +1,111 @@
+"""``Queue``'s ``conn=`` through every accepted kind of caller connection: asyncpg,
+psycopg ``AsyncConnection``, SQLAlchemy ``AsyncSession`` and ``AsyncConnection`` on
+either driver (docs/integrations/producers.md).
+
+The job joins the caller's transaction: invisible outside until the caller
+commits, gone with its rollback, its wake-up sent at the commit; venturi never
+ends the caller's transaction; the reads on ``conn=`` see what the transaction
+sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.producers.callers import ASYNC_KINDS, Caller, async_caller
+from tests.producers.conftest import Notices
+from tests.tasks import Embed, Refresh
+from venturi import Queue, Status
+
+
+@pytest.fixture(params=ASYNC_KINDS)
+async def caller(request: pytest.FixtureRequest, pg_dsn: str) -> AsyncIterator[Caller]:
+    async with async_caller(request.param, pg_dsn) as made:
+        yield made
+
+
+async def test_a_rollback_leaves_no_job(pg_queue: Queue, caller: Caller) -> None:
+    await pg_queue.enqueue(Refresh(uri="kept"))  # a committed candidate for the merge
+    one = await pg_queue.enqueue(Embed(uri="file:///a"), conn=caller.conn)
+    await pg_queue.enqueue_many([Embed(uri="b"), Embed(uri="c")], conn=caller.conn)
+    merged = await pg_queue.enqueue(Refresh(uri="kept", version=2), conn=caller.conn)
+    assert merged.merged
+    assert await pg_queue.cancel(ids=[merged.id], conn=caller.conn) == 1
+    assert caller.in_transaction()
+    await caller.rollback()
+    assert await pg_queue.job(one.id) is None
+    assert await pg_queue.count(kind="test.embed") == 0
+    assert await pg_queue.journal(merged.id) == []  # the merge's entry went too
+    assert await pg_queue.count(kind="test.refresh") == 1  # and the cancel
+
+
+async def test_a_commit_publishes_the_jobs_and_their_wakeups(
+        pg_queue: Queue, caller: Caller, notices: Notices) -> None:
+    one = await pg_queue.enqueue(Embed(uri="file:///a"), conn=caller.conn)
+    ids = await pg_queue.enqueue_many([Embed(uri="b"), Refresh(uri="r")], conn=caller.conn)
+    # Not visible outside the transaction, and no wake-up yet: notices sent before
+    # the marker would arrive before it.
+    assert await pg_queue.count() == 0
+    assert await notices.upto_marker() == []
+    assert caller.in_transaction()  # venturi left the transaction open
+    await caller.commit()
+    # (PostgreSQL folds a transaction's duplicate notices into one.)
+    assert sorted(await notices.upto_marker()) == ["test.embed", "test.refresh"]
+    assert {r.id for r in (await pg_queue.history()).jobs} == {one.id, *ids}
+
+
+async def test_the_callers_own_writes_and_the_job_share_one_transaction(
+        pg_queue: Queue, caller: Caller, prefix: str, pg_dsn: str) -> None:
+    table = f"{prefix}orders"
+    async with async_caller("asyncpg", pg_dsn) as admin:
+        await admin.execute(f"CREATE TABLE {table} (id int PRIMARY KEY)")
+        await admin.commit()
+        try:
+            for finish, expected in (("rollback", 0), ("commit", 1)):
+                await caller.begin_asyncpg()
+                await caller.execute(f"INSERT INTO {table} VALUES ({expected + 10})")
+                await pg_queue.enqueue(Embed(uri=f"file:///{finish}"), conn=caller.conn)
+                await (caller.commit() if finish == "commit" else caller.rollback())
+                assert await pg_queue.count(kind="test.embed") == expected
+                rows = await admin.conn.fetchval(f"SELECT count(*) FROM {table}")
+                assert rows == expected
+        finally:
+            await admin.execute(f"DROP TABLE {table}")
+            await admin.commit()
+
+
+async def test_reads_on_conn_see_the_transaction(pg_queue: Queue, caller: Caller) -> None:
+    job = await pg_queue.enqueue(Embed(uri="file:///seen"), conn=caller.conn)
+    merged = await pg_queue.enqueue_many([Refresh(uri="m"), Refresh(uri="m")], conn=caller.conn)
+    assert merged[0] == merged[1]
+    record = await pg_queue.job(job.id, conn=caller.conn)
+    assert record is not None and record.payload == {"uri": "file:///seen", "model": "small"}
+    assert record.status is Status.PENDING
+    assert [e.outcome.value for e in await pg_queue.journal(merged[0], conn=caller.conn)] == [
+        "merged"]
+    assert await pg_queue.count(subject="file:///seen", conn=caller.conn) == 1
+    assert (await pg_queue.stats(conn=caller.conn)).pending_by_kind == {
+        "test.embed": 1, "test.refresh": 1}
+    assert (await pg_queue.detail(conn=caller.conn)).oldest_pending_age is not None
+    assert len((await pg_queue.history(limit=10, conn=caller.conn)).jobs) == 2
+    # Outside the transaction none of it exists yet.
+    assert await pg_queue.job(job.id) is None
+    assert (await pg_queue.stats()).pending_by_kind == {}
+    await caller.rollback()
+
+
+async def test_a_bulk_copy_joins_the_transaction(pg_queue: Queue, caller: Caller,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from venturi.store.postgres import producing
+
+    monkeypatch.setattr(producing, "COPY_MIN_ROWS", 3)  # COPY, in a savepoint of the caller's
+    await pg_queue.enqueue_many([Embed(uri=f"file:///{n}") for n in range(4)], conn=caller.conn)
+    assert await pg_queue.count(conn=caller.conn) == 4
+    await caller.rollback()
+    assert await pg_queue.count() == 0
+    await caller.begin_asyncpg()
+    await pg_queue.enqueue_many([Embed(uri=f"file:///{n}") for n in range(4)], conn=caller.conn)
+    await caller.commit()
+    assert await pg_queue.count() == 4
