@@ -11,6 +11,7 @@ import typer
 
 import venturi
 import venturi.logs
+from venturi.config import require_web
 
 from . import loader, output, params
 from .admin import AppOption
@@ -83,8 +84,6 @@ def worker(
         except venturi.ConfigError as exc:
             fail(str(exc), code=USAGE)
         if http is not None:
-            from venturi.worker.http import require_web
-
             try:
                 require_web()
             except venturi.ConfigError as exc:

@@ -5,11 +5,11 @@ A NOTIFY on the queue's channels (new work, a cancel, a drain) marks the view
 stale; completions send none, so while anyone watches the stats are also
 refreshed every ``refresh`` seconds. Refreshes are at least ``min_gap`` apart
 whatever the notification rate, and with nobody watching only the chart
-samples are taken (every ``sample_interval``). The stats queries count rows,
-so on a large table one refresh takes a while (docs/operations/dashboard.md
-has the figures): the period stretches to :data:`COST_FACTOR` times the last
-refresh's duration, so one dashboard never keeps the database busy more than
-a tenth of the time. Whatever a page's stream needs
+samples are taken (every ``sample_interval``). The stats read the pending and
+claimed jobs, so with a large backlog one refresh takes a while
+(docs/operations/dashboard.md has the figures): the period stretches to
+:data:`COST_FACTOR` times the last refresh's duration, so one dashboard never
+keeps the database busy more than a tenth of the time. Whatever a page's stream needs
 beyond the stats (the workers table, one job) is read once per refresh and
 shared through :meth:`Hub.cached`.
 """

@@ -16,6 +16,7 @@ import contextlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..config import WEB_EXTRA, require_web
 from ..errors import ConfigError
 from ..logs import get_logger
 from ..queue import Queue
@@ -27,19 +28,8 @@ if TYPE_CHECKING:
 
 log = get_logger("venturi.worker")
 
-WEB_EXTRA = ("the worker's HTTP endpoints (--http: /healthz, /readyz, /metrics) need the "
-             "web extra: pip install 'venturi[web]'")
 STARTUP_TIMEOUT = 10.0
-
-
-def require_web() -> None:
-    """Refuse, naming the extra, when the web stack is not installed."""
-    try:
-        import uvicorn  # noqa: F401
-
-        import venturi.web  # noqa: F401
-    except ImportError:
-        raise ConfigError(WEB_EXTRA) from None
+__all__ = ["WEB_EXTRA", "HttpServer", "require_web"]
 
 
 class HttpServer:
