@@ -1,4 +1,4 @@
-"""What the finished jobs' tally triggers (sql/0005_tallies.sql) cost the hot paths.
+"""What the finished jobs' tally triggers (sql/0006_tallies.sql) cost the hot paths.
 
 ``python -m benchmarks.tally_cost [--rounds N]`` runs the store's own statements on two
 fresh prefixes, one with the tally's triggers disabled, in alternation: one-job

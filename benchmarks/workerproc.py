@@ -4,8 +4,9 @@
 (a venturi ``Worker`` with the no-op task, ``run(until_empty=True)``, in a process
 that configures no logging, as an application embedding venturi may not),
 ``worker-cli-logs`` (the same under the logging configuration ``venturi worker``
-installs: JSON at INFO, here on stderr) or ``raw`` (the batched raw loop of
-:mod:`benchmarks.scenarios.worker`). Talks to the parent over stdin/stdout, one line
+installs: JSON at INFO, here on stderr), ``worker-otel-api`` / ``worker-otel-sdk``
+(the worker with tracing set up so, :mod:`benchmarks.otel`) or ``raw`` (the batched
+raw loop of :mod:`benchmarks.scenarios.worker`). Talks to the parent over stdin/stdout, one line
 at a time, so the parent's clock and its /proc samples bracket exactly the drain:
 
 - the child connects and prints ``ready``;
@@ -22,6 +23,7 @@ import time
 
 from venturi import Queue, Worker, logs
 
+from . import otel
 from .raw import raw_drain
 from .tasks import Noop
 
@@ -36,6 +38,7 @@ async def main(mode: str, dsn: str, prefix: str, concurrency: int) -> None:
     # protocol.
     if mode == "worker-cli-logs":
         logs.configure("json", "info", stream=sys.stderr)
+    provider = otel.enable(mode.removeprefix("worker-otel-")) if "-otel-" in mode else None
     async with Queue.connect(dsn, prefix=prefix) as queue:
         worker = None if mode == "raw" else Worker(queue, tasks=[Noop],
                                                    concurrency=concurrency)
@@ -50,6 +53,8 @@ async def main(mode: str, dsn: str, prefix: str, concurrency: int) -> None:
         seconds = time.perf_counter() - start
         print("done " + json.dumps({"seconds": seconds}), flush=True)
         await _line()
+    if provider is not None:
+        provider.shutdown()  # after "done": the export thread's last batch is not timed
 
 
 if __name__ == "__main__":

@@ -159,6 +159,7 @@ def job_json(job: venturi.JobRecord) -> dict[str, Any]:
         "claimed_by": job.claimed_by,
         "claim_expires_at": timestamp(job.claim_expires_at),
         "finished_at": timestamp(job.finished_at),
+        "trace_id": job.trace_id,
     }
 
 

@@ -189,6 +189,7 @@ def print_job(j: venturi.JobRecord, entries: list[venturi.JournalRecord]) -> Non
         ("periodic", j.periodic), ("created", when(j.created_at)),
         ("visible", when(j.visible_at)), ("claimed by", j.claimed_by),
         ("claim expires", when(j.claim_expires_at)), ("finished", when(j.finished_at)),
+        ("trace id", j.trace_id),
     ])
     typer.echo()
     typer.echo(f"journal ({len(entries)} {'entry' if len(entries) == 1 else 'entries'})")

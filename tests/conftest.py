@@ -35,6 +35,8 @@ from venturi.store.postgres import PostgresStore
 from venturi.testing.fixtures import StoreFactory, clock, queue, store
 
 __all__ = ["clock", "queue", "store"]  # fixtures, re-exported for pytest to find
+# ``spans``: the OpenTelemetry SDK recording into memory, for the tests that ask for it.
+pytest_plugins = ["tests.tracing.recording"]
 
 DEFAULT_DSN = "postgresql://root@127.0.0.1:5432/test"
 MUST_RUN_IN_CI = frozenset({"pg_dsn", "bouncer_dsn", "private_pg"})

@@ -18,7 +18,7 @@ from venturi import ConfigError, MemoryStore, Queue
 from venturi.store import _sql
 from venturi.store.postgres import PostgresStore
 
-MIGRATIONS = ["0001_init.sql", "0002_storage.sql", "0005_tallies.sql"]
+MIGRATIONS = ["0001_init.sql", "0002_storage.sql", "0005_trace.sql", "0006_tallies.sql"]
 TABLES = {"jobs", "journal", "workers", "migrations", "tallies"}
 # Storage parameters (0001 and 0002_storage.sql): autovacuum after a small absolute
 # churn on the two queue tables, room on the workers' pages for HOT heartbeats.
@@ -29,7 +29,7 @@ _CHURN = {
     ("autovacuum_analyze_threshold", "1000"), ("autovacuum_analyze_scale_factor", "0.02"),
     ("autovacuum_vacuum_cost_delay", "1"), ("autovacuum_vacuum_cost_limit", "2000"),
 }
-# 0005_tallies.sql: room on the tally's pages, each finishing statement updates a row.
+# 0006_tallies.sql: room on the tally's pages, each finishing statement updates a row.
 TALLY_FILL = ("tallies", "fillfactor", "50")
 STORAGE = {("jobs", "fillfactor", "80"), ("workers", "fillfactor", "50"), TALLY_FILL} | {
     (table, name, value) for table in ("jobs", "journal") for name, value in _CHURN}
@@ -125,10 +125,11 @@ async def test_migrate_creates_the_schema_once(pg_dsn: str, fresh: str) -> None:
     assert cols[("jobs", "max_failures")] == ("integer", "NO")
     assert cols[("journal", "id")] == ("bigint", "NO")
     assert before["options"] == STORAGE
+    assert cols[("jobs", "trace_context")] == ("jsonb", "YES")  # 0005_trace.sql
     assert {c for t, c in cols if t == "jobs"} == {
         "id", "kind", "payload", "priority", "status", "created_at", "visible_at",
         "claim_expires_at", "claimed_by", "finished_at", "run_count", "failure_count",
-        "max_failures", "carry", "dedup_key", "subject", "periodic"}
+        "max_failures", "carry", "dedup_key", "subject", "periodic", "trace_context"}
 
 
 async def test_concurrent_migrators_apply_once(pg_dsn: str, fresh: str) -> None:

@@ -87,3 +87,11 @@ class DatabaseError(VenturiError):
 
 class DatabaseUnavailable(DatabaseError):
     """The database cannot be reached right now (refused, lost, restarting)."""
+
+
+def classify(exc: BaseException) -> str:
+    """A content-free name for a failure: the exception's type, never its message."""
+    cls = type(exc)
+    if cls.__module__ in ("builtins", "__main__"):
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"

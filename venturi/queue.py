@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 from uuid import UUID
 
-from . import _codec, _pages
+from . import _codec, _pages, tracing
 from ._ids import uuid7, uuid7_many
 from .config import DEFAULT_PREFIX
 from .errors import InvalidJob, InvalidJobId, PayloadDecodeError, UnknownKind
@@ -143,6 +143,7 @@ class Queue:
         delay: dt.timedelta | None = None,
         at: dt.datetime | None = None,
         priority: Priority | int | str | None = None,
+        trace_context: str | None = None,
     ) -> tuple[NewJob, Task]:
         # Runs once per job of an enqueue_many: the common case (a Task, no
         # delay, at or priority override) takes the fewest steps.
@@ -186,10 +187,12 @@ class Queue:
             id=id or uuid7(), kind=options.kind, payload=payload, priority=int(prio),
             max_failures=options.max_failures, delay=delay or NO_DELAY, at=at,
             dedup_key=dedup_key, subject=subject, periodic=options.periodic,
+            trace_context=trace_context,
         )
         return job, task
 
-    def _plain_batch(self, tasks: Sequence[JobLike]) -> NewJobBatch | None:
+    def _plain_batch(self, tasks: Sequence[JobLike],
+                     trace_context: str | None = None) -> NewJobBatch | None:
         """The batch's columns when every item is a Task whose class has no dedup
         key: ``_new_job``'s work without a record per job, with the class's
         options read once per class. None: take the general path (``(kind,
@@ -243,7 +246,7 @@ class Queue:
             priorities.append(priority)
             max_failures.append(failures)
         return NewJobBatch(uuid7_many(n), kinds, payloads, priorities, max_failures,
-                           subjects, periodic)
+                           subjects, periodic, trace_context)
 
     @staticmethod
     def _as_task(item: JobLike) -> Task:
@@ -295,8 +298,22 @@ class Queue:
         """Enqueue one task. With ``conn=`` (the caller's connection or session:
         docs/integrations/producers.md) the insert joins the caller's transaction
         and workers are notified at its commit."""
-        job, task = self._new_job(task, delay=delay, at=at, priority=priority)
+        tracer = tracing.tracer()
+        if tracer is None:
+            return await self._enqueue(task, delay, at, priority, conn, None)
+        with tracing.send(tracer, tracing.task_kinds([task])) as send:
+            result = await self._enqueue(task, delay, at, priority, conn, send)
+            send.sent([result])
+        return result
+
+    async def _enqueue(self, task: Task, delay: dt.timedelta | None, at: dt.datetime | None,
+                       priority: Priority | int | str | None, conn: Any,
+                       send: tracing.Send | None) -> Enqueued:
+        job, task = self._new_job(task, delay=delay, at=at, priority=priority,
+                                  trace_context=None if send is None else send.context)
         merge = self._merge_fn({job.id: task}) if job.dedup_key is not None else None
+        if merge is not None and send is not None:
+            merge = send.merging(merge)
         (result,) = await self.store.enqueue([job], merge=merge, conn=conn)
         return result
 
@@ -304,7 +321,16 @@ class Queue:
         """Enqueue a batch atomically (one statement without dedup keys). Returns
         ids in input order; a merged item returns the surviving job's id. One bad
         item rejects the whole batch, naming its index."""
-        batch = self._plain_batch(tasks)
+        tracer = tracing.tracer()
+        if tracer is None:
+            return await self._enqueue_many(tasks, conn, None)
+        with tracing.send(tracer, tracing.task_kinds(tasks), len(tasks)) as send:
+            return await self._enqueue_many(tasks, conn, send)
+
+    async def _enqueue_many(self, tasks: Sequence[JobLike], conn: Any,
+                            send: tracing.Send | None) -> list[UUID]:
+        trace_context = None if send is None else send.context
+        batch = self._plain_batch(tasks, trace_context)
         if batch is not None:
             await self.store.enqueue_batch(batch, conn=conn)
             return batch.ids
@@ -312,13 +338,17 @@ class Queue:
         jobs: list[NewJob] = []
         as_tasks: list[Task] = []
         for index, (item, id) in enumerate(zip(tasks, uuid7_many(len(tasks)), strict=True)):
-            job, task = new_job(item, index=index, id=id)
+            job, task = new_job(item, index=index, id=id, trace_context=trace_context)
             jobs.append(job)
             as_tasks.append(task)
         merge = None
         if any(job.dedup_key is not None for job in jobs):
             merge = self._merge_fn({job.id: task for job, task in zip(jobs, as_tasks, strict=True)})
+            if send is not None:
+                merge = send.merging(merge)
         results = await self.store.enqueue(jobs, merge=merge, conn=conn)
+        if send is not None:
+            send.sent(results)
         return [r.id for r in results]
 
     # --- inspect ------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from .errors import ConfigError, TaskDefinitionError, UnknownKind
 
 if TYPE_CHECKING:
     from croniter import croniter as _croniter  # noqa: F401
+    from opentelemetry.trace import Span
 
 MIN_LEASE = timedelta(seconds=0.5)
 MAX_LEASE = timedelta(hours=24)
@@ -321,16 +322,21 @@ class Context:
 
     ``job_id`` and ``kind`` name the job; ``run_no`` is this run's number (1 on
     the first run, the claim epoch); ``state`` is the value of the worker's
-    ``lifespan`` (None without one).
+    ``lifespan`` (None without one); ``span`` is the run's OpenTelemetry span, or
+    None when nothing traces the worker.
     """
 
-    __slots__ = ("_attachment", "_carry", "job_id", "kind", "run_no", "state")
+    __slots__ = ("_attachment", "_carry", "job_id", "kind", "run_no", "span", "state")
 
-    def __init__(self, *, job_id: UUID, kind: str, run_no: int, carry: Any, state: Any) -> None:
+    def __init__(self, *, job_id: UUID, kind: str, run_no: int, carry: Any, state: Any,
+                 span: Span | None = None) -> None:
         self.job_id = job_id
         self.kind = kind
         self.run_no = run_no
         self.state = state
+        #: This run's OpenTelemetry span, current while the task runs; None when
+        #: nothing traces the worker (docs/operations/tracing.md).
+        self.span = span
         self._carry = carry
         self._attachment: dict[str, Any] | None = None
 

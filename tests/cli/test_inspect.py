@@ -9,6 +9,7 @@ import uuid
 
 import venturi
 from tests.cli_app_tasks import Echo, Reject
+from tests.tracing.recording import Recorded
 from venturi.store.base import Action
 
 from .conftest import APP, Cli, claim, one_line_error, settle
@@ -17,7 +18,8 @@ from .conftest import APP, Cli, claim, one_line_error, settle
 def test_migrate_prints_what_it_applied_then_nothing(bare: Cli) -> None:
     first = bare.ok("migrate")
     assert first.stdout.splitlines() == [
-        "applied 0001_init.sql", "applied 0002_storage.sql", "applied 0005_tallies.sql"]
+        "applied 0001_init.sql", "applied 0002_storage.sql", "applied 0005_trace.sql",
+        "applied 0006_tallies.sql"]
     second = bare.ok("migrate")
     assert "applied" not in second.stdout
     assert "up to date" in second.stdout
@@ -83,7 +85,7 @@ def test_jobs_pages_newest_first_with_a_cursor(cli: Cli) -> None:
     assert list(job) == [
         "id", "kind", "status", "priority", "priority_name", "subject", "dedup_key", "payload",
         "carry", "periodic", "run_count", "failure_count", "max_failures", "created_at",
-        "visible_at", "claimed_by", "claim_expires_at", "finished_at",
+        "visible_at", "claimed_by", "claim_expires_at", "finished_at", "trace_id",
     ]
     assert job["payload"] == {"uri": "file:///4", "words": 1}
     assert (job["status"], job["priority_name"], job["subject"]) == ("pending", "normal",
@@ -153,6 +155,15 @@ def test_job_shows_the_row_and_its_whole_journal(cli: Cli) -> None:
     assert journal[0].split() == ["RUN", "OUTCOME", "RECORDED", "NOTE", "ATTACHMENT"]
     assert journal[1].split()[:2] == ["1", "dead"] and "too-big" in journal[1]
     assert journal[2].split()[:2] == ["1", "redriven"]
+    assert "trace id       -" in text and doc["job"]["trace_id"] is None  # not traced
+
+
+def test_job_shows_the_trace_that_enqueued_it(cli: Cli, spans: Recorded) -> None:
+    id = cli.do(lambda q: q.enqueue(Echo(uri="file:///traced"))).id
+    (send,) = spans.named("send cli.echo")
+    assert json.loads(cli.ok("job", str(id), "--json").stdout)["job"]["trace_id"] == send[
+        "trace_id"]
+    assert f"trace id       {send['trace_id']}" in cli.ok("job", str(id)).stdout
 
 
 def test_job_unknown_or_malformed_id_is_one_line(cli: Cli) -> None:

@@ -1,4 +1,4 @@
-"""The finished jobs' tally on PostgreSQL (sql/0005_tallies.sql): exact under any
+"""The finished jobs' tally on PostgreSQL (sql/0006_tallies.sql): exact under any
 SQL, in the snapshot of whoever reads it, without writers waiting for each other,
 and small however many backends have written to it."""
 
@@ -222,10 +222,10 @@ async def test_the_migration_counts_the_jobs_already_there(
     p = pg_store.prefix
     await conn.execute(f"DROP TABLE {p}tallies")
     await conn.execute(f"DROP FUNCTION {p}tally_jobs() CASCADE")
-    await conn.execute(f"DELETE FROM {p}migrations WHERE version = 5")
+    await conn.execute(f"DELETE FROM {p}migrations WHERE version = 6")
     await conn.execute(_INSERT.format(p=p), "a", "completed", 12)
     await conn.execute(_INSERT.format(p=p), "a", "dead", 2)
-    assert await pg_store.migrate() == ["0005_tallies.sql"]
+    assert await pg_store.migrate() == ["0006_tallies.sql"]
     assert await _tally(conn, p) == {("a", "completed"): 12, ("a", "dead"): 2}
     await conn.execute(_INSERT.format(p=p), "a", "completed", 1)
     assert await _tally(conn, p) == await _truth(conn, p)

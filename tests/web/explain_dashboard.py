@@ -35,7 +35,7 @@ _TIME = re.compile(r"Execution Time: ([\d.]+) ms")
 _ROWS = re.compile(r"Rows Removed by Filter: (\d+)")
 _BUFFERS = re.compile(r"Buffers: shared hit=(\d+)(?: read=(\d+))?")
 
-# What Queue.stats() sent before the tally (sql/0005_tallies.sql): for the before/after
+# What Queue.stats() sent before the tally (sql/0006_tallies.sql): for the before/after
 # table of docs/operations/dashboard.md. {p} is the table prefix.
 BEFORE = {
     "stats_active": """

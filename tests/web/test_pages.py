@@ -13,6 +13,7 @@ from playwright.async_api import expect
 
 import venturi
 from tests.conftest import wait_for
+from tests.tracing.recording import Recorded
 from tests.web import tasks
 from tests.web.conftest import serve
 from venturi import Queue, Status
@@ -100,7 +101,7 @@ async def test_job_page_shows_payload_carry_and_the_journal_as_a_timeline(
         await expect(entries.nth(1).locator(".attachment")).to_contain_text('"resumed_from": 2')
         # Places for what later versions store, marked, not faked.
         await expect(page.locator("#job-result")).to_contain_text("not stored")
-        await expect(page.locator("#job-trace")).to_contain_text("not stored")
+        await expect(page.locator("#job-trace")).to_have_text("not traced")
 
         await page.goto(f"{served.url}/jobs/{ids['dead']}")
         await expect(page.locator("#job-status")).to_have_text("dead")
@@ -114,6 +115,16 @@ async def test_job_page_shows_payload_carry_and_the_journal_as_a_timeline(
         assert r is not None and r.status == 404
         await expect(page.locator(".banner")).to_contain_text("does not exist")
         assert [e for e in w.errors if "404" not in e] == []
+
+
+async def test_job_page_shows_the_trace_that_enqueued_it(
+        web_queue: Queue, open_page: Any, spans: Recorded) -> None:
+    job = await web_queue.enqueue(tasks.Embed(uri="file:///traced"))
+    (send,) = spans.named("send web.embed")
+    async with serve(create_app(web_queue)) as served:
+        w = await open_page(f"{served.url}/jobs/{job.id}")
+        await expect(w.page.locator("#job-trace")).to_have_text(send["trace_id"])
+        assert w.errors == []
 
 
 async def test_workers_page_shows_a_running_worker_and_its_in_flight_jobs(

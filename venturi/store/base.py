@@ -193,7 +193,7 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def stats(self, *, conn: Any = None) -> Snapshot:
         """Counts without reading the finished jobs: pending and claimed jobs by their
-        indexes, finished ones from counts kept as they change (sql/0005_tallies.sql)."""
+        indexes, finished ones from counts kept as they change (sql/0006_tallies.sql)."""
 
     @abc.abstractmethod
     async def detail(self, limit: int, *, conn: Any = None) -> Detail: ...

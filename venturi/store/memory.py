@@ -98,6 +98,7 @@ class MemoryStore(MemoryViews, Store):
             claim_expires_at=None, claimed_by=None, finished_at=None, run_count=0,
             failure_count=0, max_failures=job.max_failures, carry=_codec.loads(job.carry),
             dedup_key=job.dedup_key, subject=job.subject, periodic=job.periodic,
+            trace_context=_codec.loads(job.trace_context),
         )
         self._jobs[job.id] = record
         return record
@@ -253,6 +254,7 @@ class MemoryStore(MemoryViews, Store):
                         visible_at=max(next_at, now), claim_expires_at=None, claimed_by=None,
                         finished_at=None, run_count=0, failure_count=0, carry=None,
                         dedup_key=None, subject=None,
+                        trace_context=_codec.loads(s.successor_trace),
                     )
             out.append(Settled(s.id, True, t.status, t.outcome))
         self._announce(woke, now)

@@ -43,7 +43,7 @@ def _in_ids(id: UUID, since: UUID | None, before: UUID | None) -> bool:
 
 class Rows(dict[UUID, JobRecord]):
     """MemoryStore's jobs by id. Like the jobs table's tally triggers
-    (sql/0005_tallies.sql), it counts every time a stored job enters a finished
+    (sql/0006_tallies.sql), it counts every time a stored job enters a finished
     status; deleting jobs does not lower those counts."""
 
     def __init__(self) -> None:

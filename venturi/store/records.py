@@ -8,6 +8,7 @@ registry.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -74,6 +75,25 @@ class JobRecord:
     dedup_key: str | None
     subject: str | None
     periodic: bool
+    # The W3C trace context (traceparent, tracestate) of the span that enqueued the
+    # job, when tracing was on (docs/operations/tracing.md).
+    trace_context: dict[str, str] | None = None
+
+    @property
+    def trace_id(self) -> str | None:
+        """The trace id of the span that enqueued the job (32 hex digits), or None."""
+        carrier = self.trace_context
+        parent = carrier.get("traceparent") if isinstance(carrier, dict) else None
+        if not isinstance(parent, str):
+            return None
+        match = _TRACEPARENT.match(parent)
+        if match is None or match[1] == "ff" or match[2] == "0" * 32:
+            return None
+        return match[2]
+
+
+# W3C Trace Context's traceparent: version-traceid-parentid-flags, lowercase hex.
+_TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(?:-|$)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +128,7 @@ class NewJob:
     dedup_key: str | None = None
     subject: str | None = None
     periodic: bool = False
+    trace_context: str | None = None  # JSON text: the enqueuing span's (venturi.tracing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +138,8 @@ class NewJobBatch:
     What ``enqueue_many`` builds instead of one :class:`NewJob` per job: a frozen
     record sets each of its fields through ``object.__setattr__``, which cost as
     much as encoding its row. Row ``i`` is ``jobs()[i]``. ``subjects`` None means
-    no subject on any row; ``periodic`` None, no periodic row.
+    no subject on any row; ``periodic`` None, no periodic row. ``trace_context``
+    (JSON text) is every row's: one span sends the whole batch (venturi.tracing).
     """
 
     ids: list[UUID]
@@ -127,6 +149,7 @@ class NewJobBatch:
     max_failures: list[int]
     subjects: list[str | None] | None = None
     periodic: list[bool] | None = None
+    trace_context: str | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -137,7 +160,7 @@ class NewJobBatch:
         periodic = self.periodic or [False] * n
         return [
             NewJob(id=id, kind=kind, payload=payload, priority=priority, max_failures=mf,
-                   subject=subject, periodic=per)
+                   subject=subject, periodic=per, trace_context=self.trace_context)
             for id, kind, payload, priority, mf, subject, per in zip(
                 self.ids, self.kinds, self.payloads, self.priorities, self.max_failures,
                 subjects, periodic, strict=True)
@@ -194,7 +217,7 @@ class Settlement:
     time until the job is visible again (retry backoff, pause); ``carry`` (JSON
     text) is written when ``set_carry``. For a periodic job, ``successor`` is
     the id and visible time of the next occurrence, inserted when this one
-    becomes terminal.
+    becomes terminal, with ``successor_trace`` (JSON text) as its trace context.
     """
 
     id: UUID
@@ -206,6 +229,7 @@ class Settlement:
     set_carry: bool = False
     carry: str | None = None
     successor: tuple[UUID, dt.datetime] | None = None
+    successor_trace: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

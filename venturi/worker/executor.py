@@ -9,19 +9,18 @@ that ends a job.
 from __future__ import annotations
 
 import asyncio
-import builtins
 import datetime as dt
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
 import anyio
 
-from .. import _codec
+from .. import _codec, tracing
 from .._ids import uuid7
-from ..errors import InvalidJob, PayloadDecodeError
+from ..errors import InvalidJob, PayloadDecodeError, classify
 from ..logs import get_logger
 from ..store.base import Action, Settlement
 from ..task import Context, GiveUp, Pause, Task
@@ -46,14 +45,6 @@ def format_traceback(exc: BaseException) -> str:
     """The traceback as text, without local variables: a renderer that shows locals
     (structlog's default on a terminal) would print payloads and credentials."""
     return "".join(traceback.format_exception(exc)).rstrip()
-
-
-def classify(exc: BaseException) -> str:
-    """A content-free name for a failure: the exception's type, never its message."""
-    cls = type(exc)
-    if cls.__module__ in (builtins.__name__, "__main__"):
-        return cls.__qualname__
-    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _encode(value: Any, what: str, held: Held) -> tuple[bool, str | None]:
@@ -87,6 +78,12 @@ class Executor:
         # Built inside the worker's event loop; anyio's clock on asyncio is the loop's.
         self._scope = _scope_class()
         self._clock = asyncio.get_running_loop().time
+        # execute(held) runs the handler and returns what to settle, or None to settle
+        # nothing. Tracing is decided once, when the worker starts (set the tracer
+        # provider before): untraced, a run goes straight to _execute.
+        self._tracer = tracing.tracer()
+        self.execute: Callable[[Held], Awaitable[Settlement | None]] = (
+            self._execute if self._tracer is None else self._execute_traced)
 
     def successor(self, cls: type[Task]) -> tuple[UUID, dt.datetime] | None:
         options = cls.__task__
@@ -99,8 +96,13 @@ class Executor:
         return Settlement(held.id, held.run_no, Action.RELEASE, note="drain",
                           set_carry=ok and held.state is HeldState.RUNNING, carry=carry)
 
-    async def execute(self, held: Held) -> Settlement | None:
-        """Run the handler; return what to settle, or None to settle nothing."""
+    async def _execute_traced(self, held: Held) -> Settlement | None:
+        assert self._tracer is not None
+        with tracing.process(self._tracer, held.record) as run:
+            settlement = await self._execute(held, run)
+            return run.settled(settlement, held.stop_reason is StopReason.CANCELLED)
+
+    async def _execute(self, held: Held, run: tracing.Run | None = None) -> Settlement | None:
         cls = self.tasks[held.kind]
         options = cls.__task__
         record = held.record
@@ -110,10 +112,13 @@ class Executor:
         except PayloadDecodeError as exc:
             log.warning("job_undecodable", job_id=str(held.id), kind=held.kind,
                         reason=exc.classification)
+            if run is not None:
+                run.failed(exc, exc.classification)
             return Settlement(held.id, held.run_no, Action.KILL, note=exc.classification,
                               successor=self.successor(cls))
         ctx = Context(job_id=record.id, kind=record.kind, run_no=record.run_count,
-                      carry=record.carry, state=self.state)
+                      carry=record.carry, state=self.state,
+                      span=None if run is None else run.span)
         held.started = time.monotonic()
         result: Any = None
         error: BaseException | None = None
@@ -143,6 +148,8 @@ class Executor:
                 error = exc
         held.scope = None
         held.carry = ctx.carry
+        if error is not None and run is not None:
+            run.failed(error, classify(error))
 
         if scope.cancel_called:
             reason = held.stop_reason  # set by stop(), the only way this scope is cancelled

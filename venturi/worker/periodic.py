@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 import anyio
 
+from .. import tracing
 from .._ids import uuid7
 from ..store.base import NewJob, Store
 from ..task import Task, TaskOptions
@@ -51,13 +52,24 @@ class PeriodicSeeder:
         self._seeded = seeded
 
     async def _seed(self) -> int:
+        tracer = tracing.tracer()
+        if tracer is None:
+            return await self._insert_seeds(None)
+        # One span per seed, even one that finds every occurrence in place: its context
+        # is stored before the insert tells which rows it took (the count says).
+        with tracing.send(tracer, {c.__task__.kind for c in self._periodic}) as send:
+            n = await self._insert_seeds(send.context)
+            send.span.set_attribute(tracing.BATCH_COUNT, n)
+        return n
+
+    async def _insert_seeds(self, trace_context: str | None) -> int:
         now = await self._store.db_now()
         jobs = []
         for cls in self._periodic:
             o = cls.__task__
             jobs.append(NewJob(id=uuid7(), kind=o.kind, payload=cls().to_json(),
                                priority=int(o.priority), max_failures=o.max_failures,
-                               at=next_tick(o, now), periodic=True))
+                               at=next_tick(o, now), periodic=True, trace_context=trace_context))
         return await self._store.seed_periodic(jobs)
 
     async def run(self) -> None:

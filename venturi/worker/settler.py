@@ -12,10 +12,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from ..errors import DatabaseError, DatabaseUnavailable
+from ..errors import DatabaseError, DatabaseUnavailable, classify
 from ..logs import get_logger
 from ..store.base import Settled, Settlement, Store
-from .executor import classify
 from .health import DatabaseHealth
 from .identity import Identity
 

@@ -7,9 +7,9 @@
 -- One row, one round trip. The wake-up is computed in RETURNING: no CTE to
 -- materialise and scan back (docs/benchmarks.md, producer paths).
 INSERT INTO {prefix}jobs (id, kind, payload, priority, created_at, visible_at,
-                          max_failures, carry, dedup_key, subject, periodic)
+                          max_failures, carry, dedup_key, subject, periodic, trace_context)
 VALUES ($2, $3, $4::text::jsonb, $5, {now}, coalesce($7::timestamptz, {now} + $6::interval),
-        $8, $9::text::jsonb, $10, $11, $12)
+        $8, $9::text::jsonb, $10, $11, $12, $13::text::jsonb)
 RETURNING
 -- include: job_notice
 
@@ -18,13 +18,16 @@ RETURNING
 -- An optional column may come as one NULL array (unnest pads it with NULLs).
 WITH pending AS (
     INSERT INTO {prefix}jobs (id, kind, payload, priority, created_at, visible_at,
-                              max_failures, carry, dedup_key, subject, periodic)
+                              max_failures, carry, dedup_key, subject, periodic, trace_context)
     SELECT i.id, i.kind, i.payload::jsonb, i.priority, {now},
            coalesce(i.at, {now} + coalesce(i.delay, interval '0')),
-           i.max_failures, i.carry::jsonb, i.dedup_key, i.subject, coalesce(i.periodic, false)
+           i.max_failures, i.carry::jsonb, i.dedup_key, i.subject, coalesce(i.periodic, false),
+           i.trace_context::jsonb
     FROM unnest($2::uuid[], $3::text[], $4::text[], $5::int2[], $6::interval[],
-                $7::timestamptz[], $8::int4[], $9::text[], $10::text[], $11::text[], $12::bool[])
-         AS i(id, kind, payload, priority, delay, at, max_failures, carry, dedup_key, subject, periodic)
+                $7::timestamptz[], $8::int4[], $9::text[], $10::text[], $11::text[], $12::bool[],
+                $13::text[])
+         AS i(id, kind, payload, priority, delay, at, max_failures, carry, dedup_key, subject,
+              periodic, trace_context)
     RETURNING kind, visible_at
 ),
 -- include: wake_pending
@@ -39,11 +42,12 @@ SELECT pg_notify('{prefix}jobs', k) FROM unnest($1::text[]) AS k
 -- (docs/concepts/periodic.md).
 WITH ins AS (
     INSERT INTO {prefix}jobs (id, kind, payload, priority, created_at, visible_at,
-                              max_failures, periodic)
+                              max_failures, periodic, trace_context)
     SELECT i.id, i.kind, i.payload::jsonb, i.priority, {now}, coalesce(i.at, {now}),
-           i.max_failures, true
-    FROM unnest($2::uuid[], $3::text[], $4::text[], $5::int2[], $6::timestamptz[], $7::int4[])
-         AS i(id, kind, payload, priority, at, max_failures)
+           i.max_failures, true, i.trace_context::jsonb
+    FROM unnest($2::uuid[], $3::text[], $4::text[], $5::int2[], $6::timestamptz[], $7::int4[],
+                $8::text[])
+         AS i(id, kind, payload, priority, at, max_failures, trace_context)
     ON CONFLICT DO NOTHING
     RETURNING kind
 )

@@ -137,7 +137,7 @@ SELECT
 -- name: stats
 -- One statement, one snapshot: pending jobs by kind on the claim index (runnable or
 -- not, and the oldest runnable one's visible time), claimed ones on the expiry index,
--- finished ones from the tally (sql/0005_tallies.sql). Its cost grows with the pending
+-- finished ones from the tally (sql/0006_tallies.sql). Its cost grows with the pending
 -- and claimed jobs, not with the finished ones.
 SELECT 'pending' AS part, kind, visible_at <= {now} AS runnable, count(*) AS n,
        min(visible_at) FILTER (WHERE visible_at <= {now}) AS oldest, 0::bigint AS entered
@@ -174,7 +174,7 @@ LIMIT $1
 -- conn=, may decode jsonb its own way: SQLAlchemy's engines do).
 j.id, j.kind, j.payload::text, j.priority, j.status, j.created_at, j.visible_at,
 j.claim_expires_at, j.claimed_by, j.finished_at, j.run_count, j.failure_count,
-j.max_failures, j.carry::text, j.dedup_key, j.subject, j.periodic
+j.max_failures, j.carry::text, j.dedup_key, j.subject, j.periodic, j.trace_context::text
 
 -- fragment: in_subtree
 -- The subject $1's literal subtree: the subject itself or anything below

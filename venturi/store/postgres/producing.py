@@ -34,7 +34,7 @@ _ZERO = dt.timedelta(0)
 # (docs/benchmarks.md, enqueue_many).
 COPY_MIN_ROWS = 5_000
 _COPY_COLUMNS = ["id", "kind", "payload", "priority", "max_failures", "carry", "dedup_key",
-                 "subject", "periodic"]
+                 "subject", "periodic", "trace_context"]
 
 
 def _unless_all(default: Any, values: list[Any]) -> list[Any] | None:
@@ -73,7 +73,8 @@ class Producing(Operations):
             j = jobs[0]
             await self._execute(
                 "insert_one", j.id, j.kind, j.payload, j.priority, j.delay, j.at,
-                j.max_failures, j.carry, j.dedup_key, j.subject, j.periodic, on=on, keep=True,
+                j.max_failures, j.carry, j.dedup_key, j.subject, j.periodic, j.trace_context,
+                on=on, keep=True,
             )
             return
         # A column at its default in every row is sent as one NULL array (unnest pads
@@ -90,6 +91,7 @@ class Producing(Operations):
             _unless_all(None, [j.dedup_key for j in jobs]),
             _unless_all(None, [j.subject for j in jobs]),
             _unless_all(False, [j.periodic for j in jobs]),
+            _unless_all(None, [j.trace_context for j in jobs]),
             on=on, keep=True,
         )
 
@@ -117,11 +119,15 @@ class Producing(Operations):
             if now is not None:
                 columns += ["created_at", "visible_at"]
                 cols += [repeat(now, n), repeat(now, n)]
+            if batch.trace_context is not None:
+                columns.append("trace_context")
+                cols.append(repeat(batch.trace_context, n))
             await self._copy(on, columns, zip(*cols, strict=True), set(batch.kinds))
             return
         await self._execute(
             "insert_many", batch.ids, batch.kinds, batch.payloads, batch.priorities,
             None, None, batch.max_failures, None, None, batch.subjects, batch.periodic,
+            None if batch.trace_context is None else [batch.trace_context] * n,
             on=on, keep=True,
         )
 
@@ -138,10 +144,12 @@ class Producing(Operations):
             if any(j.at is not None or j.delay != _ZERO for j in jobs):
                 return None
             return _COPY_COLUMNS, ((j.id, j.kind, j.payload, j.priority, j.max_failures,
-                                    j.carry, j.dedup_key, j.subject, j.periodic) for j in jobs)
+                                    j.carry, j.dedup_key, j.subject, j.periodic,
+                                    j.trace_context) for j in jobs)
         return [*_COPY_COLUMNS, "created_at", "visible_at"], (
             (j.id, j.kind, j.payload, j.priority, j.max_failures, j.carry, j.dedup_key,
-             j.subject, j.periodic, now, j.at if j.at is not None else now + j.delay)
+             j.subject, j.periodic, j.trace_context, now,
+             j.at if j.at is not None else now + j.delay)
             for j in jobs
         )
 
@@ -206,6 +214,6 @@ class Producing(Operations):
         n: int = await self._val(
             "seed_periodic", [j.id for j in jobs], [j.kind for j in jobs],
             [j.payload for j in jobs], [j.priority for j in jobs], [j.at for j in jobs],
-            [j.max_failures for j in jobs],
+            [j.max_failures for j in jobs], _unless_all(None, [j.trace_context for j in jobs]),
         )
         return n

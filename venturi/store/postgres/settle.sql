@@ -7,7 +7,8 @@
 -- the UPDATE's RETURNING, so a guard miss journals nothing; a terminal periodic
 -- occurrence inserts its successor (docs/concepts/periodic.md). Each row reads its
 -- input from $4 under its id: [run_no, action, note, attachment, delay in
--- microseconds, set_carry, carry, successor id, successor time]. The CASEs are
+-- microseconds, set_carry, carry, successor id, successor time, successor trace
+-- context]. The CASEs are
 -- lifecycle.settle: complete -> completed; kill -> dead; fail -> dead when
 -- failure_count + 1 reaches max_failures (budget_spent), else pending (retried);
 -- pause, release -> pending. fail and kill count a failure; fail, pause and
@@ -54,9 +55,9 @@ WITH upd AS (
     RETURNING job_id, outcome, run_no
 ), successor AS (
     INSERT INTO {prefix}jobs (id, kind, payload, priority, created_at, visible_at,
-                              max_failures, periodic)
+                              max_failures, periodic, trace_context)
     SELECT (e ->> 7)::uuid, kind, payload, priority, {now},
-           greatest((e ->> 8)::timestamptz, {now}), max_failures, true
+           greatest((e ->> 8)::timestamptz, {now}), max_failures, true, (e ->> 9)::jsonb
     FROM upd
     WHERE periodic AND status IN ('completed', 'dead') AND e ->> 7 IS NOT NULL
     ON CONFLICT DO NOTHING

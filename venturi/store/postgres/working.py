@@ -67,7 +67,8 @@ class Working(Operations):
                     str(k): (x.run_no, x.action.value, x.note, x.attachment, rows.micros(x.delay),
                              x.set_carry, x.carry,
                              str(x.successor[0]) if x.successor else None,
-                             x.successor[1].isoformat() if x.successor else None)
+                             x.successor[1].isoformat() if x.successor else None,
+                             x.successor_trace)
                     for k, x in keyed.items()}))
                 applied.update(((r[0], r[5]), (rows.STATUS[r[1]], rows.OUTCOME[r[2]]))
                                for r in found)

@@ -16,13 +16,14 @@ from . import (
     recovery,
     regressions,
     settle,
+    trace_context,
     transitions,
     views,
 )
 
 MODULES: tuple[ModuleType, ...] = (
-    claim, counting, enqueue, inspection, journal, recovery, regressions, settle, transitions,
-    views)
+    claim, counting, enqueue, inspection, journal, recovery, regressions, settle, trace_context,
+    transitions, views)
 
 # Async tests run under pytest-asyncio, in its strict mode too.
 pytestmark = pytest.mark.asyncio

@@ -3,7 +3,7 @@ through every change that finishes, revives or removes a job, and the
 ``*_total_by_kind`` counters grow with each completion and death, never shrinking.
 
 PostgresStore keeps these counts in a tally maintained by triggers instead of
-counting the rows (sql/0005_tallies.sql); the ground truth here is the rows read
+counting the rows (sql/0006_tallies.sql); the ground truth here is the rows read
 back page by page through ``history``.
 """
 

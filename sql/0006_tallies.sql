@@ -1,4 +1,4 @@
--- venturi schema, version 5: the finished jobs' tally. Forward-only.
+-- venturi schema, version 6: the finished jobs' tally. Forward-only.
 --
 -- Queue.stats() and Queue.count() report how many jobs are completed or dead, per
 -- kind. Counting those rows reads every finished job the queue keeps (retention keeps
