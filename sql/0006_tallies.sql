@@ -30,8 +30,7 @@ CREATE TABLE IF NOT EXISTS {prefix}tallies (
 
 -- One function for the four triggers below (plpgsql plans each trigger's statements
 -- separately, so each reads its own transition tables). The EXISTS tests come first:
--- most statements on the jobs table (an enqueue, a claim, a lease renewal) finish no
--- job, and then nothing else runs.
+-- most statements that reach it (a claim) finish no job, and then nothing else runs.
 CREATE OR REPLACE FUNCTION {prefix}tally_jobs() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -45,13 +44,12 @@ BEGIN
         DELETE FROM {prefix}tallies;
         RETURN NULL;
     ELSIF TG_OP = 'INSERT' THEN
-        IF NOT EXISTS (SELECT 1 FROM new_rows WHERE status IN ('completed', 'dead')) THEN
-            RETURN NULL;
-        END IF;
-        SELECT array_agg(kind), array_agg(status), array_agg(n), array_agg(0::bigint)
-        INTO kinds, statuses, ns, entries
-        FROM (SELECT kind, status, count(*) AS n FROM new_rows
-              WHERE status IN ('completed', 'dead') GROUP BY kind, status) AS c;
+        -- Row by row, and only for a row inserted finished (its trigger's WHEN): an
+        -- enqueue inserts pending rows, so it never calls this function at all.
+        kinds := ARRAY[NEW.kind];
+        statuses := ARRAY[NEW.status];
+        ns := ARRAY[1::bigint];
+        entries := ARRAY[0::bigint];
     ELSIF TG_OP = 'DELETE' THEN
         IF NOT EXISTS (SELECT 1 FROM old_rows WHERE status IN ('completed', 'dead')) THEN
             RETURN NULL;
@@ -124,7 +122,8 @@ $fn$;
 -- count and the first trigger (slot 0 is no backend's: the first new row folds it).
 DROP TRIGGER IF EXISTS {prefix}jobs_tally_insert ON {prefix}jobs;
 CREATE TRIGGER {prefix}jobs_tally_insert AFTER INSERT ON {prefix}jobs
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {prefix}tally_jobs();
+    FOR EACH ROW WHEN (NEW.status IN ('completed', 'dead'))
+    EXECUTE FUNCTION {prefix}tally_jobs();
 DROP TRIGGER IF EXISTS {prefix}jobs_tally_update ON {prefix}jobs;
 CREATE TRIGGER {prefix}jobs_tally_update AFTER UPDATE ON {prefix}jobs
     REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
