@@ -30,9 +30,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 RUN groupadd --system --gid 10001 venturi \
     && useradd --system --uid 10001 --gid venturi --home-dir /nonexistent --no-create-home \
        --shell /usr/sbin/nologin venturi
-# The wheel only: no build tools, tests or dev extras reach this stage.
+# The wheel only: no build tools, tests or dev extras reach this stage. With the web
+# extra: the worker's --http (probes, metrics, --dashboard) is served by uvicorn.
 COPY --from=builder /dist/ /tmp/dist/
-RUN pip install /tmp/dist/*.whl && rm -rf /tmp/dist
+RUN set -- /tmp/dist/*.whl && pip install "${1}[web]" && rm -rf /tmp/dist
 USER venturi:venturi
 WORKDIR /app
 EXPOSE 9090

@@ -35,6 +35,7 @@ import asyncpg
 import venturi
 from tests.chaos.tasks import SIDE_DSN, SIDE_TABLE, Step, side_ddl
 
+from .harness import drop_statements
 from .workers import WorkerProc
 
 HERE = Path(__file__).resolve().parent
@@ -369,9 +370,8 @@ async def chaos(dsn: str, restart: Callable[[], None], size: Size, *, logdir: Pa
         return result
     finally:
         fleet.kill_everything()
-        for table in ("side", "journal", "jobs", "workers", "migrations"):
-            await driver.run(lambda c, t=table: c.execute(  # type: ignore[misc]
-                f"DROP TABLE IF EXISTS {prefix}{t} CASCADE"))
+        for statement in drop_statements(prefix, "side"):
+            await driver.run(lambda c, sql=statement: c.execute(sql))  # type: ignore[misc]
         await driver.close()
 
 

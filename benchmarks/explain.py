@@ -22,6 +22,7 @@ from typing import Any
 
 import asyncpg
 
+from venturi._ids import uuid7_floor
 from venturi.store import _sql
 from venturi.store.lifecycle import Recovery
 
@@ -164,6 +165,11 @@ class Statement:
     why: str
     args: tuple[Any, ...]  # bind parameters after the clock ($1) when the block uses {now}
     expect: tuple[str, ...]  # index names (without the prefix) the plan must use
+    case: str = ""  # tells apart two explained uses of one statement
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}:{self.case}" if self.case else self.name
 
 
 def statements() -> list[Statement]:
@@ -194,19 +200,56 @@ def statements() -> list[Statement]:
         Statement("cleanup_batch", "retention: one batch of 10,000 jobs finished over a week ago",
                   (week_ago, ["completed", "dead"], None, 10_000), ("jobs_finished",)),
         Statement("count_subject", "count(subject='file:///bucket/42'): one directory's subtree",
-                  ("file:///bucket/42", None, every), ("jobs_subject",)),
+                  ("file:///bucket/42", None, every, None, None, None), ("jobs_subject",)),
         Statement("next_visible_at", "an idle worker asking when the next scheduled job is due",
                   (KINDS,), ("jobs_claim",)),
         Statement("detail_failed", "the 20 newest dead jobs with their reasons", (20,),
                   ("jobs_dead", "journal_job")),
         Statement("query_jobs", "history: the first page of 50, newest first",
-                  (None, None, None, None, None, 51), ("jobs_pkey",)),
+                  (None, None, None, None, None, 51, None), ("jobs_pkey",)),
+        *inspection_statements(),
+    ]
+
+
+def inspection_statements() -> list[Statement]:
+    """What Queue.stats(), Queue.count() and the dashboard's pages send."""
+    now = dt.datetime.now(dt.UTC)
+    hour_ago = now - dt.timedelta(hours=1)
+    every = ["pending", "claimed", "completed", "dead"]
+    return [
+        Statement("stats", "stats(): pending and claimed jobs by kind from their indexes, "
+                  "finished ones from the tally", (), ("jobs_claim", "jobs_expiry")),
+        Statement("count_status", "count(): every job, by status", (None, every),
+                  ("jobs_claim", "jobs_expiry"), case="all"),
+        Statement("count_status", "count(kind='embed', statuses=['completed'])",
+                  ("embed", ["completed"]), (), case="completed"),
+        Statement("count_between", "count(created_since=an hour ago, at_most=10,001)",
+                  (None, every, uuid7_floor(hour_ago), None, 10_001), ("jobs_pkey",)),
+        Statement("query_jobs", "history(created_since=an hour ago, status='completed')",
+                  (None, "completed", None, None, None, 51, uuid7_floor(hour_ago)),
+                  ("jobs_pkey",), case="created"),
+        Statement("query_jobs_subject", "history(subject='file:///bucket/42'): newest first",
+                  ("file:///bucket/42", None, None, None, None, None, None, 51),
+                  ("jobs_subject",)),
+        Statement("dead_jobs", "dead_jobs(): the first page, most recently dead first",
+                  (None, None, None, None, None, 51), ("jobs_dead",)),
+        Statement("dead_jobs", "dead_jobs(): a page deep in the dead jobs",
+                  (None, now - dt.timedelta(hours=20), uuid.UUID(int=0), None, None, 51),
+                  ("jobs_dead",), case="deep"),
+        Statement("claimed_jobs", "claimed_jobs(kind='embed'): soonest lease expiry first",
+                  ("embed", None, None, None, None, 51), ("jobs_expiry",)),
+        Statement("periodic_jobs", "periodic_jobs(): every periodic kind's live occurrence", (),
+                  ("jobs_periodic",)),
+        Statement("finished_per_minute", "finished per minute over the last hour",
+                  (hour_ago, now, 100_000), ("jobs_finished",)),
     ]
 
 
 _INDEX = re.compile(r"(?:Index Scan|Index Only Scan|Bitmap Index Scan)(?: Backward)?"
                     r"(?: using| on) ([\w{}]+)")
 _SEQ = re.compile(r"Seq Scan on ([\w{}]+)")
+# The tables a sequential scan would read whole; the tally is a few rows per kind.
+_LARGE = {"jobs", "journal"}
 _TIME = re.compile(r"Execution Time: ([\d.]+) ms")
 
 
@@ -235,7 +278,7 @@ async def explain(conn: asyncpg.Connection, prefix: str, st: Statement) -> Expla
         await tx.rollback()
     plan = "\n".join(r[0] for r in rows).replace(prefix, "{prefix}")
     used = list(dict.fromkeys(m.replace("{prefix}", "") for m in _INDEX.findall(plan)))
-    seqs = [m.replace("{prefix}", "") for m in _SEQ.findall(plan)]
+    seqs = [t for t in (m.replace("{prefix}", "") for m in _SEQ.findall(plan)) if t in _LARGE]
     found = _TIME.search(plan)
     return Explained(st, plan, used, seqs, float(found.group(1)) if found else float("nan"))
 
@@ -295,7 +338,7 @@ def markdown(env: dict[str, Any], shape: Shape, counts: dict[str, int],
     for r in results:
         verdict = "index-driven" if r.index_driven else "**NOT index-driven**"
         lines += [
-            f"## `{r.statement.name}`", "",
+            f"## `{r.statement.key}`", "",
             f"{r.statement.why[0].upper()}{r.statement.why[1:]}: {verdict}, using "
             f"{', '.join(f'`{i}`' for i in r.indexes) or 'no index'}; "
             f"{r.ms:.3f} ms.", "",
@@ -332,7 +375,7 @@ async def main(dsn: str, out: Path, finished: int, future: int, command: str) ->
     _write(out, markdown(env, shape, counts, steps, results))
     for r in results:
         flag = "" if r.index_driven else "   <-- NOT index-driven"
-        print(f"  {r.statement.name:<16} {r.ms:9.3f} ms  {', '.join(r.indexes)}{flag}")
+        print(f"  {r.statement.key:<24} {r.ms:9.3f} ms  {', '.join(r.indexes)}{flag}")
     print(f"built in {sum(steps.values()):.1f} s "
           f"({', '.join(f'{k} {v:.1f}' for k, v in steps.items())}); wrote {out}")
     return results

@@ -167,11 +167,18 @@ async def fresh_prefix(dsn: str) -> AsyncIterator[str]:
         await drop_prefix(dsn, prefix)
 
 
+def drop_statements(prefix: str, *extra_tables: str) -> list[str]:
+    """What removes a prefix's queue: its tables (and ``extra_tables``) and functions."""
+    tables = (*extra_tables, "journal", "jobs", "workers", "migrations", "tallies")
+    return [*(f"DROP TABLE IF EXISTS {prefix}{t} CASCADE" for t in tables),
+            f"DROP FUNCTION IF EXISTS {prefix}tally_jobs()"]
+
+
 async def drop_prefix(dsn: str, prefix: str) -> None:
     conn = await asyncpg.connect(dsn)
     try:
-        for table in ("journal", "jobs", "workers", "migrations"):
-            await conn.execute(f"DROP TABLE IF EXISTS {prefix}{table} CASCADE")
+        for statement in drop_statements(prefix):
+            await conn.execute(statement)
     finally:
         await conn.close()
 

@@ -30,6 +30,7 @@ import asyncpg
 import venturi
 from tests.chaos.tasks import Noop
 
+from .harness import drop_statements
 from .workers import WorkerProc
 
 DEFAULT_DSN = "postgresql://root@127.0.0.1:5432/test"
@@ -160,8 +161,8 @@ async def soak(dsn: str, jobs: int, *, workers: int = 2, concurrency: int = 10,
         for p in procs:
             if p.alive():
                 p.kill9()
-        for table in ("journal", "jobs", "workers", "migrations"):
-            await conn.execute(f"DROP TABLE IF EXISTS {prefix}{table} CASCADE")
+        for statement in drop_statements(prefix):
+            await conn.execute(statement)
         await conn.close()
 
 

@@ -49,6 +49,7 @@ import venturi
 
 from . import steady_report
 from .cluster import DURABLE, SHOWN, UNSAFE, BenchCluster
+from .harness import drop_statements
 from .steady_sample import Sample, sample
 from .steady_tasks import LAGS_DIR, Tick
 from .workers import WorkerProc
@@ -255,8 +256,8 @@ async def steady(dsn: str, *, rate: float, seconds: float, workers: int = 2,
         for p in procs:
             if p.alive():
                 p.kill9()
-        for table in ("journal", "jobs", "workers", "migrations"):
-            await conn.execute(f"DROP TABLE IF EXISTS {prefix}{table} CASCADE")
+        for statement in drop_statements(prefix):
+            await conn.execute(statement)
         await conn.close()
 
 

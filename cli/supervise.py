@@ -11,6 +11,7 @@ import typer
 
 import venturi
 import venturi.logs
+from venturi.config import require_web
 
 from . import django_project, loader, output, params
 from .session import (
@@ -50,7 +51,16 @@ def worker(
     listen_dsn: Annotated[str | None, typer.Option(
         help="DSN for LISTEN when --dsn goes through a transaction-mode pooler.")] = None,
     http: Annotated[str | None, typer.Option(
-        help="Serve /healthz, /readyz and /metrics on HOST:PORT.")] = None,
+        help="Serve /healthz, /readyz and /metrics on HOST:PORT (needs the web extra: "
+             "pip install 'venturi[web]').")] = None,
+    dashboard: Annotated[bool, typer.Option(
+        "--dashboard", help="With --http: serve the dashboard there too.")] = False,
+    read_only: Annotated[bool, typer.Option(
+        "--read-only", help="With --dashboard: views only, no action routes.")] = False,
+    token: Annotated[str | None, typer.Option(
+        envvar="VENTURI_WEB_TOKEN", show_envvar=True, show_default=False,
+        help="With --dashboard: operators sign in with this token to retry, cancel and "
+             "drain (prefer the environment variable). Without one it only shows.")] = None,
     log_format: Annotated[str | None, typer.Option(
         help="json or console (default: console on a terminal, json otherwise).")] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
@@ -72,6 +82,12 @@ def worker(
             fail(f"--log-format: {log_format!r} is not json or console", code=USAGE)
         if log_level.lower() not in ("debug", "info", "warning", "error"):
             fail(f"--log-level: {log_level!r} is not debug, info, warning or error", code=USAGE)
+        if read_only and not dashboard:
+            fail("--read-only applies to the dashboard: give --dashboard too", code=USAGE)
+        if dashboard and http is None:
+            fail("--dashboard is served on the --http address: give --http HOST:PORT too",
+                 code=USAGE)
+        auth = _dashboard_auth(token, dashboard and not read_only)
         tasks = loader.app_tasks(app) if app is not None else {}
         queue_prefix = s.prefix
         if django is not None:
@@ -92,10 +108,16 @@ def worker(
             config = venturi.WorkerConfig(
                 concurrency=concurrency, kinds=None if wanted is None else tuple(wanted), name=name,
                 grace=drain_grace, retention=keep or {}, listen_dsn=listen_dsn,
-                http=http, handle_signals=True,
+                http=http, dashboard=dashboard, dashboard_read_only=read_only,
+                handle_signals=True,
             )
         except venturi.ConfigError as exc:
             fail(str(exc), code=USAGE)
+        if http is not None:
+            try:
+                require_web()
+            except venturi.ConfigError as exc:
+                fail(str(exc))
         fmt: venturi.logs.LogFormat = "json" if log_format == "json" else (
             "console" if log_format == "console" else "auto")
         venturi.logs.configure(fmt, log_level)
@@ -112,7 +134,8 @@ def worker(
                     return 0  # nothing was claimed
                 lifespan = None if django is None else django_project.lifespan(
                     q, project.backend, config)
-                w = venturi.Worker(q, list(tasks.values()), config=config, lifespan=lifespan)
+                w = venturi.Worker(q, list(tasks.values()), config=config, lifespan=lifespan,
+                                   dashboard_auth=auth)
                 await w.run()
                 return w.exit_code or 0
 
@@ -121,6 +144,20 @@ def worker(
         finally:
             venturi.logs.reset()  # CliRunner tests run many commands in one process
     raise typer.Exit(code)
+
+
+def _dashboard_auth(token: str | None, acting: bool) -> Any:
+    """The dashboard's TokenAuth, when it may act; None without a token."""
+    if token is None or not acting:
+        return None
+    try:
+        from venturi.web import TokenAuth
+    except ImportError:
+        return None  # the missing extra is named once --http is checked
+    try:
+        return TokenAuth(token)
+    except ValueError as exc:
+        fail(f"--token: {exc}", code=USAGE)
 
 
 async def _connect(stack: contextlib.AsyncExitStack, dsn: str, prefix: str,

@@ -19,6 +19,7 @@ PUBLIC = [
     "Detail",
     "Enqueued",
     "FailedJob",
+    "FinishedMinute",
     "GiveUp",
     "InvalidJob",
     "InvalidJobId",

@@ -190,9 +190,20 @@ def test_dockerfile_final_stage_installs_only_the_wheel() -> None:
     copies = [a for k, a in final if k == "COPY"]
     assert copies and all(a.startswith("--from=builder ") for a in copies), copies
     runs = " ".join(a for k, a in final if k == "RUN")
-    assert "pip install /tmp/dist/*.whl" in runs
+    assert "/tmp/dist/*.whl" in runs and "pip install" in runs
     for dev_only in ("[dev]", "[embedded]", "build>=", "pytest", "gcc", "apt-get install"):
         assert dev_only not in runs
+
+
+def test_the_image_has_the_web_extra_its_http_endpoints_need(compose: dict[str, Any]) -> None:
+    """--http is served by uvicorn (the web extra): the image's default worker and the
+    compose sidecar both serve it, so the wheel goes in with that extra."""
+    final = final_stage(dockerfile())
+    installs = [a for k, a in final if k == "RUN" and "pip install" in a]
+    assert installs and all('"${1}[web]"' in a and "set -- /tmp/dist/*.whl" in a
+                            for a in installs), installs
+    assert "--http" in _json_instruction(final, "CMD")
+    assert "--http" in services(compose)["worker"]["command"]
 
 
 def test_dockerfile_runs_as_a_non_root_user_before_the_entrypoint() -> None:

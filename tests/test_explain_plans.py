@@ -56,7 +56,7 @@ async def explained(pg_store: PostgresStore, pg_dsn: str) -> AsyncIterator[dict[
     conn = await asyncpg.connect(pg_dsn)
     try:
         await load(conn, pg_store.prefix, Shape(finished=20_000, future=2_000))
-        yield {st.name: await explain(conn, pg_store.prefix, st)
+        yield {st.key: await explain(conn, pg_store.prefix, st)
                for st in [*statements(), *shared_fragments()]}
     finally:
         await conn.close()

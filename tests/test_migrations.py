@@ -18,8 +18,8 @@ from venturi import ConfigError, MemoryStore, Queue
 from venturi.store import _sql
 from venturi.store.postgres import PostgresStore
 
-MIGRATIONS = ["0001_init.sql", "0002_storage.sql", "0005_trace.sql"]
-TABLES = {"jobs", "journal", "workers", "migrations"}
+MIGRATIONS = ["0001_init.sql", "0002_storage.sql", "0005_trace.sql", "0006_tallies.sql"]
+TABLES = {"jobs", "journal", "workers", "migrations", "tallies"}
 # Storage parameters (0001 and 0002_storage.sql): autovacuum after a small absolute
 # churn on the two queue tables, room on the workers' pages for HOT heartbeats.
 _CHURN = {
@@ -29,16 +29,18 @@ _CHURN = {
     ("autovacuum_analyze_threshold", "1000"), ("autovacuum_analyze_scale_factor", "0.02"),
     ("autovacuum_vacuum_cost_delay", "1"), ("autovacuum_vacuum_cost_limit", "2000"),
 }
-STORAGE = {("jobs", "fillfactor", "80"), ("workers", "fillfactor", "50")} | {
+# 0006_tallies.sql: room on the tally's pages, each finishing statement updates a row.
+TALLY_FILL = ("tallies", "fillfactor", "50")
+STORAGE = {("jobs", "fillfactor", "80"), ("workers", "fillfactor", "50"), TALLY_FILL} | {
     (table, name, value) for table in ("jobs", "journal") for name, value in _CHURN}
 INDEXES = {
     "jobs_pkey", "jobs_claim", "jobs_expiry", "jobs_dedup", "jobs_finished", "jobs_dead",
     "jobs_subject", "jobs_periodic", "journal_pkey", "journal_job", "workers_pkey",
-    "migrations_pkey",
+    "migrations_pkey", "tallies_pkey",
 }
 CHECKS = {
     "jobs_priority", "jobs_status", "jobs_run_count", "jobs_failure_count", "jobs_max_failures",
-    "jobs_claim_shape", "jobs_finish_shape", "journal_outcome",
+    "jobs_claim_shape", "jobs_finish_shape", "journal_outcome", "tallies_status",
 }
 
 
@@ -99,8 +101,7 @@ async def test_migrate_creates_the_schema_once(pg_dsn: str, fresh: str) -> None:
             versions = await conn.fetch(f"SELECT version, name FROM {fresh}migrations")
     finally:
         await store.close()
-    assert [tuple(r) for r in versions] == [(1, "0001_init.sql"), (2, "0002_storage.sql"),
-                                            (5, "0005_trace.sql")]
+    assert [tuple(r) for r in versions] == [(int(m[:4]), m) for m in MIGRATIONS]
 
     assert before["tables"] == TABLES
     assert set(before["indexes"]) == INDEXES
@@ -115,7 +116,8 @@ async def test_migrate_creates_the_schema_once(pg_dsn: str, fresh: str) -> None:
     # The journal follows its job by statement triggers, not a foreign key (0001_init.sql).
     assert not [k for k, (t, _) in before["constraints"].items() if t == "f"]
     assert before["triggers"] == {("jobs_journal_delete", "jobs"),
-                                  ("jobs_journal_truncate", "jobs")}
+                                  ("jobs_journal_truncate", "jobs")} | {
+        (f"jobs_tally_{event}", "jobs") for event in ("insert", "update", "delete", "truncate")}
     cols = {(t, c): (ty, n) for t, c, ty, n in before["columns"]}
     assert cols[("jobs", "id")] == ("uuid", "NO")
     assert cols[("jobs", "payload")] == ("jsonb", "NO")
@@ -164,7 +166,7 @@ async def test_storage_parameters_keep_what_an_operator_set(pg_dsn: str, fresh: 
         async with store.pool.acquire() as conn:
             # Back to version 1, as an operator had it, with two settings of their own.
             await conn.execute(f"DELETE FROM {fresh}migrations WHERE version = 2")
-            for table, name, _ in STORAGE - {("jobs", "fillfactor", "80")}:
+            for table, name, _ in STORAGE - {("jobs", "fillfactor", "80"), TALLY_FILL}:
                 await conn.execute(f"ALTER TABLE {fresh}{table} RESET ({name})")
             await conn.execute(f"ALTER TABLE {fresh}jobs SET (autovacuum_vacuum_threshold = 5000,"
                                " autovacuum_vacuum_cost_delay = 0)")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import drop_prefix, new_prefix
+from venturi.worker.http import WEB_EXTRA
 
 ROOT = Path(__file__).resolve().parent.parent
 SKIP = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__",
@@ -63,12 +64,23 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(tmp_path: Path, pg_dsn: str) ->
     try:
         first = _run(venturi, "--dsn", pg_dsn, "--prefix", prefix, "migrate", cwd=tmp_path)
         assert first.stdout.split() == ["applied", "0001_init.sql", "applied", "0002_storage.sql",
-                                        "applied", "0005_trace.sql"]
+                                        "applied", "0005_trace.sql", "applied",
+                                        "0006_tallies.sql"]
         again = _run(venturi, "migrate", "--dsn", pg_dsn, "--prefix", prefix, cwd=tmp_path)
         assert "up to date" in again.stdout
         # The README's first command, from the wheel: example jobs through a real worker.
         dev = _run(venturi, "dev", "--dsn", pg_dsn, "--prefix", prefix, "--jobs", "6",
                    "--latency", "0", cwd=tmp_path)
         assert "6/6 finished" in dev.stdout and "6 completed, 0 dead" in dev.stdout
+        # `pip install venturi` stays lean: the worker's --http names the extra it needs.
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+        env.update(VENTURI_DSN=pg_dsn, VENTURI_PREFIX=prefix)
+        lean = subprocess.run([str(venturi), "worker", "--app", "venturi.examples", "--http",
+                               "127.0.0.1:0"], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert lean.returncode == 1 and lean.stderr.strip() == f"venturi: error: {WEB_EXTRA}"
+        assert _run(venv / "bin" / "python", "-c",
+                    "import importlib.util as u; print(u.find_spec('starlette') is None)",
+                    cwd=tmp_path).stdout.strip() == "True"
     finally:
         asyncio.run(drop_prefix(pg_dsn, prefix))

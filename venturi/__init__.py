@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         Detail,
         Enqueued,
         FailedJob,
+        FinishedMinute,
         JobRecord,
         JournalRecord,
         ManualClock,
@@ -53,8 +54,9 @@ _HOMES = {
                 "InvalidJobId", "PayloadDecodeError", "SchemaMissing", "TaskDefinitionError",
                 "UnknownKind", "VenturiError"),
     ".queue": ("Page", "Queue"),
-    ".store.base": ("Detail", "Enqueued", "FailedJob", "JobRecord", "JournalRecord",
-                    "ManualClock", "Outcome", "Snapshot", "Status", "WorkerInfo"),
+    ".store.base": ("Detail", "Enqueued", "FailedJob", "FinishedMinute", "JobRecord",
+                    "JournalRecord", "ManualClock", "Outcome", "Snapshot", "Status",
+                    "WorkerInfo"),
     ".store.memory": ("MemoryStore",),
     ".sync": ("SyncQueue",),
     ".task": ("Context", "GiveUp", "Keep", "Merge", "Pause", "Priority", "Replace", "Task",
@@ -71,6 +73,7 @@ __all__ = [
     "Detail",
     "Enqueued",
     "FailedJob",
+    "FinishedMinute",
     "GiveUp",
     "InvalidJob",
     "InvalidJobId",
@@ -105,12 +108,9 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "__version__":
-        from importlib.metadata import PackageNotFoundError, version
+        from ._version import package_version
 
-        try:
-            value: Any = version("venturi")
-        except PackageNotFoundError:  # pragma: no cover - running from a source tree
-            value = "0.0.0"
+        value: Any = package_version()
     elif name in _HOME:
         value = getattr(import_module(_HOME[name], __name__), name)
     elif not name.startswith("__"):

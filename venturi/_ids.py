@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import threading
 import time
@@ -66,3 +67,23 @@ def uuid7_many(n: int) -> list[uuid.UUID]:
               | int.from_bytes(random[8 * i:8 * i + 8], "big") & _RAND_B)
         for i, (ms, seq) in enumerate(_reserve(n))
     ]
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MS = dt.timedelta(milliseconds=1)
+_MAX_MS = 0xFFFF_FFFF_FFFF
+
+
+def uuid7_floor(when: dt.datetime) -> uuid.UUID:
+    """The smallest UUIDv7 of ``when``'s millisecond (``when`` timezone-aware): ids
+    made at or after ``when`` by their producer's clock are at least this, ids made
+    in an earlier millisecond are below it. So a time range is an id range."""
+    ms = min(max((when - _EPOCH) // _MS, 0), _MAX_MS)
+    return _uuid(ms << 80 | 0x7 << 76 | 0b10 << 62)
+
+
+def uuid7_time(id: uuid.UUID) -> dt.datetime | None:
+    """The creation time a UUIDv7 carries, to the millisecond (None for other versions)."""
+    if id.version != 7:
+        return None
+    return _EPOCH + (id.int >> 80) * _MS

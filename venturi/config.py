@@ -1,7 +1,9 @@
-"""Validation shared by every entry point: prefixes, DSNs, durations, addresses."""
+"""Validation shared by every entry point: prefixes, DSNs, durations, addresses, and
+whether the web extra that HTTP needs is installed."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from datetime import timedelta
 from urllib.parse import urlsplit, urlunsplit
@@ -74,3 +76,18 @@ def parse_address(address: str, *, example: str = "127.0.0.1:9090") -> tuple[str
         raise ConfigError(f"--http {address!r} is not HOST:PORT (e.g. {example})")
     host = host.strip("[]") or "0.0.0.0"
     return host, int(port)
+
+
+WEB_EXTRA = ("the worker's HTTP endpoints (--http: /healthz, /readyz, /metrics) need the "
+             "web extra: pip install 'venturi[web]'")
+
+
+# What the web extra installs (pyproject.toml), by the names they are imported as.
+_WEB_MODULES = ("starlette", "jinja2", "uvicorn", "itsdangerous", "python_multipart")
+
+
+def require_web() -> None:
+    """Refuse with ``ConfigError``, naming the extra, unless the web stack is installed:
+    what a worker's ``http`` address needs. Looked up, not imported."""
+    if any(importlib.util.find_spec(name) is None for name in _WEB_MODULES):
+        raise ConfigError(WEB_EXTRA)

@@ -64,8 +64,9 @@ def test_queue_conn_without_sqlalchemy_or_psycopg(pg_dsn: str) -> None:
                     except TypeError as exc:
                         print(exc)
                     print(await queue.count())
-                    for t in ("journal", "jobs", "workers", "migrations"):
+                    for t in ("journal", "jobs", "workers", "migrations", "tallies"):
                         await conn.execute(f"DROP TABLE {{prefix}}{{t}} CASCADE")
+                    await conn.execute(f"DROP FUNCTION {{prefix}}tally_jobs()")
                 finally:
                     await conn.close()
         asyncio.run(main())

@@ -47,7 +47,8 @@ class Picky(venturi.Task, kind="test.producers.picky"):
 
 
 SURFACE = ["migrate", "enqueue", "enqueue_many", "job", "journal", "stats", "detail", "history",
-           "count", "workers", "drain", "cancel", "retry", "cleanup"]
+           "dead_jobs", "claimed_jobs", "periodic_jobs", "finished_per_minute", "count",
+           "workers", "drain", "cancel", "retry", "cleanup"]
 
 
 @pytest.fixture(params=BLOCKING_KINDS)

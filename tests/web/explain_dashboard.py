@@ -3,8 +3,8 @@
 
 ``python -m tests.web.explain_dashboard [--finished N] [--future N]`` prints one
 line per statement and writes every plan to ``--out`` (default
-/tmp/dashboard-explain.md). It covers the store statements the pages issue
-today and the statements docs/operations/dashboard.md proposes for the store.
+/tmp/dashboard-explain.md). It covers the store statements the pages issue, and
+what ``Queue.stats()`` sent before the finished jobs had a tally (``BEFORE``).
 Not a test: it takes a minute or two and a few hundred MB of disk.
 """
 
@@ -25,61 +25,33 @@ import asyncpg
 from benchmarks.explain import Shape, load
 from benchmarks.harness import fresh_prefix
 from tests.conftest import DEFAULT_DSN
+from venturi._ids import uuid7_floor
 from venturi.store import _sql
-from venturi.web.filters import uuid7_floor
 
 _INDEX = re.compile(r"(?:Index Scan|Index Only Scan|Bitmap Index Scan)(?: Backward)?"
                     r"(?: using| on) ([\w{}]+)")
 _SEQ = re.compile(r"Seq Scan on ([\w{}]+)")
 _TIME = re.compile(r"Execution Time: ([\d.]+) ms")
 _ROWS = re.compile(r"Rows Removed by Filter: (\d+)")
+_BUFFERS = re.compile(r"Buffers: shared hit=(\d+)(?: read=(\d+))?")
 
-# What docs/operations/dashboard.md asks the store for. {p} is the table prefix.
-PROPOSED = {
-    "history_between": """
-        SELECT id, kind, status, subject, created_at FROM {p}jobs
-        WHERE id < $1::uuid AND id >= $2::uuid
-          AND ($3::text IS NULL OR kind = $3) AND ($4::text IS NULL OR status = $4)
-        ORDER BY id DESC LIMIT $5""",
-    "history_subject": """
-        SELECT id, kind, status, subject, created_at FROM {p}jobs
-        WHERE (subject COLLATE "C" = $1
-               OR (subject COLLATE "C" >= $1 || '/' AND subject COLLATE "C" < $1 || '0'))
-          AND id < coalesce($2::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)
-          AND ($3::text IS NULL OR kind = $3) AND ($4::text IS NULL OR status = $4)
-        ORDER BY id DESC LIMIT $5""",
-    "history_dead": """
-        SELECT id, kind, subject, finished_at FROM {p}jobs
-        WHERE status = 'dead' AND ($1::text IS NULL OR kind = $1)
-          AND (finished_at, id) < ($2::timestamptz, $3::uuid)
-        ORDER BY finished_at DESC, id DESC LIMIT $4""",
-    "history_claimed": """
-        SELECT id, kind, claimed_by, claim_expires_at FROM {p}jobs
-        WHERE status = 'claimed' AND ($1::text IS NULL OR kind = $1)
-          AND (claim_expires_at, id) > ($2::timestamptz, $3::uuid)
-        ORDER BY claim_expires_at, id LIMIT $4""",
-    "throughput_by_minute": """
-        SELECT date_bin('1 minute', finished_at, $1::timestamptz) AS minute,
-               count(*) FILTER (WHERE status = 'completed') AS completed,
-               count(*) FILTER (WHERE status = 'dead') AS dead
-        FROM {p}jobs WHERE finished_at >= $1::timestamptz
-        GROUP BY 1 ORDER BY 1""",
-    "periodic_occurrences": """
-        SELECT kind, id, status, visible_at, run_count, failure_count FROM {p}jobs
-        WHERE periodic AND status IN ('pending', 'claimed')""",
-    "count_between": """
-        SELECT count(*) FROM (
-            SELECT 1 FROM {p}jobs
-            WHERE id < $1::uuid AND id >= $2::uuid
-              AND ($3::text IS NULL OR kind = $3) AND ($4::text IS NULL OR status = $4)
-            LIMIT $5) AS capped""",
+# What Queue.stats() sent before the tally (sql/0006_tallies.sql): for the before/after
+# table of docs/operations/dashboard.md. {p} is the table prefix.
+BEFORE = {
+    "stats_active": """
+        SELECT kind, status, visible_at <= now() AS runnable, count(*) AS n,
+               min(visible_at) FILTER (WHERE visible_at <= now()) AS oldest_visible
+        FROM {p}jobs WHERE status IN ('pending', 'claimed')
+        GROUP BY kind, status, runnable""",
+    "stats_dead": "SELECT kind, count(*) AS n FROM {p}jobs WHERE status = 'dead' GROUP BY kind",
+    "stats_finished": "SELECT count(*) FROM {p}jobs WHERE finished_at IS NOT NULL",
 }
 
 
 @dataclass
 class Case:
     label: str
-    name: str  # a postgres.sql block, or a PROPOSED key
+    name: str  # a statement of venturi/store/postgres/*.sql, or a BEFORE key
     args: tuple[Any, ...]
 
 
@@ -87,34 +59,34 @@ def cases(now: dt.datetime) -> list[Case]:
     hour_ago, ten_days = now - dt.timedelta(hours=1), now - dt.timedelta(days=10)
     every = ["pending", "claimed", "completed", "dead"]
     return [
-        Case("stats: active jobs by kind", "stats_active", ()),
-        Case("stats: dead by kind", "stats_dead", ()),
-        Case("stats: finished count", "stats_finished", ()),
+        Case("before: stats, active jobs by kind", "stats_active", ()),
+        Case("before: stats, dead by kind", "stats_dead", ()),
+        Case("before: stats, finished count", "stats_finished", ()),
+        Case("stats (one statement)", "stats", ()),
+        Case("count: every job by status", "count_status", (None, every)),
+        Case("count: completed of one kind", "count_status", ("embed", ["completed"])),
         Case("overview: latest 10 dead", "detail_failed", (10,)),
-        Case("jobs: first page, no filter", "query_jobs", (None, None, None, None, None, 51)),
-        Case("jobs: kind=embed", "query_jobs", ("embed", None, None, None, None, 51)),
-        Case("jobs: status=dead", "query_jobs", (None, "dead", None, None, None, 51)),
-        Case("jobs: rare kind, claimed, LIMIT 51 (uncapped)", "query_jobs",
-             ("rare", "claimed", None, None, None, 51)),
-        Case("jobs: rare kind, claimed, LIMIT 5 (capped by the stats' count)", "query_jobs",
-             ("rare", "claimed", None, None, None, 5)),
-        Case("jobs: created before 10 days ago (cursor from the time)", "query_jobs",
-             (None, None, None, None, uuid7_floor(ten_days), 51)),
-        Case("jobs: subject total", "count_subject", ("file:///bucket/42", None, every)),
-        Case("periodic: next run via history (kind, pending, LIMIT 1)", "query_jobs",
-             ("rare", "pending", None, None, None, 1)),
-        Case("proposed: created in the last hour", "history_between",
-             (uuid7_floor(now), uuid7_floor(hour_ago), None, "completed", 51)),
-        Case("proposed: subject subtree, keyset", "history_subject",
-             ("file:///bucket/42", None, None, None, 51)),
-        Case("proposed: dead jobs, keyset on the dead index", "history_dead",
-             (None, now, uuid.UUID(int=2**128 - 1), 51)),
-        Case("proposed: claimed jobs, keyset on the expiry index", "history_claimed",
-             ("rare", now - dt.timedelta(days=3650), uuid.UUID(int=0), 51)),
-        Case("proposed: throughput per minute, last hour", "throughput_by_minute", (hour_ago,)),
-        Case("proposed: periodic occurrences", "periodic_occurrences", ()),
-        Case("proposed: count created in the last hour, capped at 10,001", "count_between",
-             (uuid7_floor(now), uuid7_floor(hour_ago), None, None, 10_001)),
+        Case("overview: finished per minute, the hour before (at most 200,000)",
+             "finished_per_minute", (hour_ago, now, 200_000)),
+        Case("jobs: first page, no filter", "query_jobs",
+             (None, None, None, None, None, 51, None)),
+        Case("jobs: kind=embed", "query_jobs", ("embed", None, None, None, None, 51, None)),
+        Case("jobs: status=dead, by their death", "dead_jobs", (None, None, None, None, None, 51)),
+        Case("jobs: status=dead, a page deep", "dead_jobs",
+             (None, now - dt.timedelta(hours=20), uuid.UUID(int=0), None, None, 51)),
+        Case("jobs: claimed of a rare kind, by lease", "claimed_jobs",
+             ("rare", None, None, None, None, 51)),
+        Case("jobs: created before 10 days ago", "query_jobs",
+             (None, None, None, None, uuid7_floor(ten_days), 51, None)),
+        Case("jobs: completed, created in the last hour", "query_jobs",
+             (None, "completed", None, None, None, 51, uuid7_floor(hour_ago))),
+        Case("jobs: created in the last hour, counted up to 10,001", "count_between",
+             (None, every, uuid7_floor(hour_ago), None, 10_001)),
+        Case("jobs: a subject's subtree, newest first", "query_jobs_subject",
+             ("file:///bucket/42", None, None, None, None, None, None, 51)),
+        Case("jobs: a subject's total, counted up to 10,001", "count_subject",
+             ("file:///bucket/42", None, every, None, None, 10_001)),
+        Case("periodic: every live occurrence", "periodic_jobs", ()),
     ]
 
 
@@ -135,11 +107,14 @@ async def extra_rows(conn: asyncpg.Connection, prefix: str) -> None:
 
 
 async def explain(conn: asyncpg.Connection, prefix: str, case: Case) -> dict[str, Any]:
-    if case.name in PROPOSED:
-        sql, args = PROPOSED[case.name].format(p=prefix), case.args
+    if case.name in BEFORE:
+        sql, args = BEFORE[case.name].format(p=prefix), case.args
     else:
         query = _sql.queries(prefix)[case.name]
         sql, args = query.sql, ((None, *case.args) if query.uses_now else case.args)
+    # Twice, reporting the second: the figures are of a warm cache, not of the first
+    # statement after the load that evicts what the one before it read.
+    await conn.fetch(f"EXPLAIN (ANALYZE, BUFFERS) {sql}", *args)
     rows = await conn.fetch(f"EXPLAIN (ANALYZE, BUFFERS) {sql}", *args)
     plan = "\n".join(r[0] for r in rows).replace(prefix, "{prefix}")
     found = _TIME.search(plan)
@@ -147,7 +122,14 @@ async def explain(conn: asyncpg.Connection, prefix: str, case: Case) -> dict[str
             "indexes": list(dict.fromkeys(i.replace("{prefix}", "")
                                           for i in _INDEX.findall(plan))),
             "seq": [s.replace("{prefix}", "") for s in _SEQ.findall(plan)],
-            "filtered": sum(int(n) for n in _ROWS.findall(plan))}
+            "filtered": sum(int(n) for n in _ROWS.findall(plan)),
+            "buffers": _top_buffers(plan)}
+
+
+def _top_buffers(plan: str) -> int:
+    """Shared buffers the statement touched (its plan's first Buffers line)."""
+    found = _BUFFERS.search(plan)
+    return 0 if found is None else int(found.group(1)) + int(found.group(2) or 0)
 
 
 async def main(dsn: str, finished: int, future: int) -> str:
@@ -163,12 +145,12 @@ async def main(dsn: str, finished: int, future: int) -> str:
             results = [await explain(conn, prefix, c) for c in cases(now)]
         finally:
             await conn.close()
-    lines = ["| statement | indexes | seq scans | rows filtered out | ms |",
-             "|---|---|---|---:|---:|"]
+    lines = ["| statement | indexes | seq scans | rows filtered out | buffers | ms |",
+             "|---|---|---|---:|---:|---:|"]
     for r in results:
         lines.append(f"| {r['case'].label} (`{r['case'].name}`) | "
                      f"{', '.join(r['indexes']) or '—'} | {', '.join(r['seq']) or 'none'} | "
-                     f"{r['filtered']:,} | {r['ms']:.2f} |")
+                     f"{r['filtered']:,} | {r['buffers']:,} | {r['ms']:.2f} |")
     body = "\n".join(lines) + "\n\n" + "\n\n".join(
         f"### {r['case'].label}\n\n```\n{r['plan']}\n```" for r in results)
     print("\n".join(lines))

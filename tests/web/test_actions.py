@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import re
+import uuid
 from typing import Any
 
 import httpx
@@ -15,7 +17,7 @@ import venturi
 from tests.web import tasks
 from tests.web.conftest import TOKEN, serve, sign_in
 from venturi import Outcome, Queue, Status
-from venturi.web import TokenAuth, create_app
+from venturi.web import TokenAuth, create_app, filters
 
 pytestmark = pytest.mark.timeout(120)
 CSRF = re.compile(r'"X-CSRF-Token": "([^"]+)"')
@@ -129,6 +131,73 @@ async def test_retry_every_dead_job_of_a_kind_from_the_job_page_and_the_filter(
         await expect(page.locator("#result-message")).to_have_text(
             "Retried 3 jobs matching the filter.")
     assert {await status_of(web_queue, i) for i in ids} == {Status.PENDING}
+
+
+async def _boundary(queue: Queue, older: list[str]) -> str:
+    """A time bound between ``older`` and the jobs made next (ids carry milliseconds)."""
+    await asyncio.sleep(0.005)
+    stamp = filters.id_time(uuid.UUID(older[-1]))
+    assert stamp is not None
+    return filters.JobFilter(since=stamp + dt.timedelta(milliseconds=1)).params()["since"]
+
+
+async def test_act_on_every_job_a_time_range_matches(web_queue: Queue, open_page: Any) -> None:
+    """Created before a time: the newer jobs come first in every listing order, and are
+    left alone."""
+    old_dead = await dead_jobs(web_queue, 3)
+    bound = await _boundary(web_queue, old_dead)
+    new_dead = await dead_jobs(web_queue, 2)
+    pending = [str(i) for i in await web_queue.enqueue_many([tasks.Gated() for _ in range(4)])]
+    async with serve(create_app(web_queue, auth=TokenAuth(TOKEN))) as served:
+        w = await open_page(served.url + "/")
+        page = w.page
+        await sign_in(page, served.url)
+        await page.goto(f"{served.url}/jobs?status=dead&until={bound}")
+        await expect(page.locator("#match-count")).to_have_attribute("data-total", "3")
+        await page.click("#retry-all")
+        await expect(page.locator("#confirm-title")).to_have_text(
+            "Retry 3 jobs matching the filter?")
+        await page.click("#confirm")
+        await expect(page.locator("#result-message")).to_have_text(
+            "Retried 3 jobs matching the filter.")
+        assert [await status_of(web_queue, i) for i in old_dead + new_dead] == [
+            Status.PENDING] * 3 + [Status.DEAD] * 2
+
+        await page.goto(f"{served.url}/jobs?until={bound}")
+        await expect(page.locator("#match-count")).to_have_attribute("data-total", "3")
+        await page.click("#cancel-all")
+        await expect(page.locator("#confirm-title")).to_have_text(
+            "Cancel 3 jobs matching the filter?")
+        await page.click("#confirm")
+        await expect(page.locator("#result-message")).to_have_text(
+            "Cancelled 3 jobs matching the filter.")
+
+        await page.goto(f"{served.url}/jobs?since={bound}")
+        await expect(page.locator("#match-count")).to_have_attribute("data-total", "6")
+    assert [await status_of(web_queue, i) for i in old_dead] == [None] * 3
+    assert [await status_of(web_queue, i) for i in new_dead + pending] == [
+        Status.DEAD] * 2 + [Status.PENDING] * 4
+
+
+async def test_a_subject_narrowed_by_status_cancels_only_its_matches(
+        web_queue: Queue, open_page: Any) -> None:
+    await web_queue.enqueue_many([tasks.Embed(uri=f"file:///mixed/{i}") for i in range(3)])
+    await venturi.Worker(web_queue, tasks=[tasks.Embed]).run(until_empty=True)
+    waiting = await web_queue.enqueue_many([tasks.Embed(uri=f"file:///mixed/w{i}")
+                                            for i in range(2)])
+    async with serve(create_app(web_queue, auth=TokenAuth(TOKEN))) as served:
+        w = await open_page(served.url + "/")
+        page = w.page
+        await sign_in(page, served.url)
+        await page.goto(f"{served.url}/jobs?subject=file:///mixed&status=completed")
+        await page.click("#cancel-all")
+        await expect(page.locator("#confirm-title")).to_have_text(
+            "Cancel 3 jobs matching the filter?")
+        await page.click("#confirm")
+        await expect(page.locator("#result-message")).to_have_text(
+            "Cancelled 3 jobs matching the filter.")
+    assert await web_queue.count(subject="file:///mixed") == 2
+    assert {await status_of(web_queue, str(i)) for i in waiting} == {Status.PENDING}
 
 
 async def test_drain_a_worker_from_the_workers_page(web_queue: Queue, open_page: Any) -> None:

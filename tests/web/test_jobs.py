@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import re
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -14,6 +15,7 @@ import venturi
 from tests.web import tasks
 from tests.web.conftest import serve
 from venturi import Queue
+from venturi.testing.builders import request
 from venturi.web import create_app, filters
 
 pytestmark = pytest.mark.timeout(120)
@@ -30,7 +32,8 @@ async def test_pages_walk_every_job_once_newest_first(web_queue: Queue, open_pag
     async with serve(create_app(web_queue)) as served:
         w = await open_page(f"{served.url}/jobs?kind=web.embed")
         page = w.page
-        await expect(page.locator(".matches")).to_contain_text("finished jobs per kind")
+        await expect(page.locator("#match-count")).to_have_attribute("data-total", "120")
+        await expect(page.locator("#order")).to_contain_text("newest first")
         seen: list[str] = []
         for expected in (50, 50, 20):
             rows = await listed(page)
@@ -64,7 +67,7 @@ async def test_filters_by_kind_status_and_subject_subtree(web_queue: Queue,
         await page.select_option("select[name=status]", "dead")
         await page.click("#filters button[type=submit]")
         await expect(page).to_have_url(re.compile(r"status=dead"))
-        assert await listed(page) == [str(i) for i in reversed(dead)]
+        assert sorted(await listed(page)) == sorted(str(i) for i in dead)
         await expect(page.locator("#match-count")).to_have_attribute("data-total", "3")
 
         # A subtree, as cancel and count read it: a/1 and below, not a/10 or a/11.
@@ -97,27 +100,82 @@ async def test_filters_by_creation_time(web_queue: Queue, open_page: Any) -> Non
     async with serve(create_app(web_queue)) as served:
         w = await open_page(f"{served.url}/jobs?since={stamp}")
         assert await listed(w.page) == [str(i) for i in reversed(second)]
-        await expect(w.page.locator("#match-count")).to_have_attribute("data-total", "")
+        await expect(w.page.locator("#match-count")).to_have_attribute("data-total", "2")
         await w.page.goto(f"{served.url}/jobs?until={stamp}")
         assert await listed(w.page) == [str(i) for i in reversed(first)]
+        await expect(w.page.locator("#match-count")).to_have_attribute("data-total", "3")
         # The form shows the bound it applied.
         await expect(w.page.locator("input[name=until]")).to_have_value(stamp)
 
 
-async def test_a_subject_search_reads_a_bounded_number_of_rows(
+async def test_a_large_time_range_is_counted_up_to_a_cap(
         web_queue: Queue, open_page: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(filters, "SCAN_BUDGET", 100)
-    monkeypatch.setattr(filters, "BATCH", 50)
-    wanted = await web_queue.enqueue(tasks.Embed(uri="file:///deep/1"))
+    monkeypatch.setattr(filters, "COUNT_CAP", 11)
+    await web_queue.enqueue_many([tasks.Embed() for _ in range(15)])
+    since = filters.JobFilter(since=dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)).params()
+    async with serve(create_app(web_queue)) as served:
+        w = await open_page(f"{served.url}/jobs?since={since['since']}")
+        count = w.page.locator("#match-count")
+        await expect(count).to_have_attribute("data-total", "10+")
+        await expect(count).to_contain_text("More than 10 jobs")
+        assert len(await listed(w.page)) == 15  # the list is not capped, only the count
+
+
+async def test_a_subject_is_read_by_its_index_page_after_page(
+        web_queue: Queue, open_page: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(filters, "PAGE", 2)
+    wanted = [(await web_queue.enqueue(tasks.Embed(uri=f"file:///deep/{i}"))).id
+              for i in range(3)]
+    # Newer jobs in the way, outside the subtree: no page reads past them by id.
     await web_queue.enqueue_many([tasks.Embed(uri=f"file:///noise/{i}") for i in range(250)])
     async with serve(create_app(web_queue)) as served:
         w = await open_page(f"{served.url}/jobs?subject=file:///deep")
         page = w.page
-        await expect(page.locator("#match-count")).to_have_attribute("data-total", "1")
-        for _ in range(2):  # 250 newer rows in the way: two budgets of 100 find nothing
-            await expect(page.locator("#no-jobs")).to_be_visible()
-            await expect(page.locator("#examined")).to_contain_text("Examined 100 jobs")
-            await page.locator("#older").click()
-            await page.wait_for_load_state()
-        assert await listed(page) == [str(wanted.id)]
+        await expect(page.locator("#match-count")).to_have_attribute("data-total", "3")
+        assert await listed(page) == [str(wanted[2]), str(wanted[1])]
+        await page.locator("#older").click()
+        await page.wait_for_load_state()
+        assert await listed(page) == [str(wanted[0])]
         await expect(page.locator("#older")).to_have_count(0)
+
+
+async def test_dead_jobs_are_listed_most_recently_dead_first(
+        web_queue: Queue, open_page: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(filters, "PAGE", 2)
+    dead = []
+    for _ in range(3):  # one at a time: each dies in its own settle, later than the last
+        dead.append((await web_queue.enqueue(tasks.Doomed())).id)
+        await venturi.Worker(web_queue, tasks=[tasks.Doomed]).run(until_empty=True)
+    async with serve(create_app(web_queue)) as served:
+        w = await open_page(f"{served.url}/jobs?status=dead")
+        page = w.page
+        await expect(page.locator("#order")).to_contain_text("most recently dead first")
+        assert await listed(page) == [str(dead[2]), str(dead[1])]
+        await page.locator("#older").click()
+        await page.wait_for_load_state()
+        assert "%7C" in page.url or "|" in page.url  # a (finished_at, id) cursor
+        assert await listed(page) == [str(dead[0])]
+        # The oldest job dies again: first now, the order is the death's, not the id's.
+        await web_queue.retry(ids=[dead[0]])
+        redone = await web_queue.job(dead[0])
+        assert redone is not None and redone.status is venturi.Status.PENDING
+        await venturi.Worker(web_queue, tasks=[tasks.Doomed]).run(until_empty=True)
+        await page.goto(f"{served.url}/jobs?status=dead")
+        assert await listed(page) == [str(dead[0]), str(dead[2])]
+
+        response = await page.goto(f"{served.url}/jobs?status=dead&before=nonsense")
+        assert response is not None and response.status == 400
+        await expect(page.locator("#filter-error")).to_contain_text("not a page cursor")
+
+
+async def test_claimed_jobs_are_listed_by_lease_expiry(web_queue: Queue, open_page: Any) -> None:
+    # The job created last expires last: newest-first would list it first.
+    quick, slow = await web_queue.enqueue_many([tasks.Embed(), tasks.Gated()])
+    store = web_queue.store
+    await store.claim(request("web.gated", lease=dt.timedelta(minutes=10), by="w/1"))
+    await store.claim(request("web.embed", lease=dt.timedelta(minutes=1), by="w/1"))
+    async with serve(create_app(web_queue)) as served:
+        w = await open_page(f"{served.url}/jobs?status=claimed")
+        await expect(w.page.locator("#order")).to_contain_text("soonest lease expiry first")
+        assert await listed(w.page) == [str(quick), str(slow)]
+        await expect(w.page.locator("#jobs-table thead")).to_contain_text("Lease expires")

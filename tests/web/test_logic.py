@@ -7,14 +7,23 @@ import uuid
 
 import pytest
 
-from venturi import Snapshot, Status
+from venturi import FinishedMinute, Snapshot, Status
 from venturi._ids import uuid7
 from venturi.web import bulk
-from venturi.web.filters import FilterError, JobFilter, id_time, known_count, uuid7_floor
+from venturi.web.filters import (
+    COUNT_CAP,
+    FilterError,
+    JobFilter,
+    Total,
+    id_time,
+    known_count,
+    uuid7_floor,
+)
 from venturi.web.samples import MAX_LAG_SERIES, WINDOW, Samples
 
 SNAP = Snapshot(pending_by_kind={"a": 3, "b": 1}, scheduled_by_kind={"a": 2},
                 claimed_by_kind={"a": 1}, dead_by_kind={"a": 4, "b": 5},
+                completed_by_kind={"a": 30, "b": 10},
                 counts_by_status={"pending": 6, "claimed": 1, "completed": 40, "dead": 9})
 
 
@@ -67,41 +76,76 @@ def test_known_counts_come_from_the_stats_only() -> None:
     assert known_count(JobFilter(status=Status.PENDING, kind="a"), SNAP) == 5
     assert known_count(JobFilter(status=Status.DEAD), SNAP) == 9
     assert known_count(JobFilter(status=Status.COMPLETED), SNAP) == 40
-    assert known_count(JobFilter(kind="a"), SNAP) is None  # completed per kind: not counted
+    assert known_count(JobFilter(status=Status.COMPLETED, kind="b"), SNAP) == 10
+    assert known_count(JobFilter(kind="a"), SNAP) == 3 + 2 + 1 + 30 + 4
     assert known_count(JobFilter(status=Status.DEAD, subject="s"), SNAP) is None
+    assert known_count(JobFilter(since=dt.datetime(2026, 1, 1, tzinfo=dt.UTC)), SNAP) is None
 
 
-def test_bulk_plans_offer_only_what_one_count_covers() -> None:
-    retry = bulk.plan("retry", JobFilter(status=Status.DEAD), SNAP, None)
+def test_bulk_plans_cover_every_filter_with_a_count() -> None:
+    retry = bulk.plan("retry", JobFilter(status=Status.DEAD), SNAP, Total(9))
     assert retry == bulk.Plan("retry", 9, "retry-kinds", ("a", "b"))
-    assert isinstance(bulk.plan("retry", JobFilter(status=Status.PENDING), SNAP, 6), bulk.Refusal)
-    assert bulk.plan("cancel", JobFilter(subject="s"), SNAP, 7) == bulk.Plan(
+    assert isinstance(bulk.plan("retry", JobFilter(status=Status.PENDING), SNAP, Total(6)),
+                      bulk.Refusal)
+    assert bulk.plan("cancel", JobFilter(subject="s"), SNAP, Total(7)) == bulk.Plan(
         "cancel", 7, "cancel-subject")
-    refused = bulk.plan("cancel", JobFilter(subject="s", status=Status.DEAD), SNAP, 1)
-    assert isinstance(refused, bulk.Refusal) and "whole subtree" in refused.reason
-    walk = bulk.plan("cancel", JobFilter(kind="a", status=Status.PENDING), SNAP, 5)
-    assert walk == bulk.Plan("cancel", 5, "cancel-walk")
-    big = bulk.Plan("cancel", 50_000, "cancel-walk")
+    # A subject with more in the filter: its matching jobs, walked, not the subtree.
+    narrowed = bulk.plan("cancel", JobFilter(subject="s", status=Status.DEAD), SNAP, Total(1))
+    assert narrowed == bulk.Plan("cancel", 1, "walk")
+    walk = bulk.plan("cancel", JobFilter(kind="a", status=Status.PENDING), SNAP, Total(5))
+    assert walk == bulk.Plan("cancel", 5, "walk")
+    big = bulk.Plan("cancel", 50_000, "walk")
     assert big.touches == bulk.WALK_MAX
+    # Time bounds are counted (at most COUNT_CAP), so they are acted on too.
     timed = JobFilter(status=Status.DEAD, since=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
-    assert isinstance(bulk.plan("retry", timed, SNAP, None), bulk.Refusal)
-    assert isinstance(bulk.plan("cancel", JobFilter(), SNAP, 56), bulk.Refusal)
+    capped = bulk.plan("retry", timed, SNAP, Total(COUNT_CAP, exact=False))
+    assert capped == bulk.Plan("retry", COUNT_CAP, "walk", exact=False)
+    assert capped.touches == bulk.WALK_MAX
+    recent = JobFilter(since=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    assert bulk.plan("cancel", recent, SNAP, Total(3)) == bulk.Plan("cancel", 3, "walk")
+    for refused in (JobFilter(), JobFilter(kind="a")):
+        assert isinstance(bulk.plan("cancel", refused, SNAP, Total(56)), bulk.Refusal)
 
 
 def snap(completed: int, dead: int = 0, lag: dict[str, float] | None = None) -> Snapshot:
-    return Snapshot(counts_by_status={"completed": completed, "dead": dead},
+    return Snapshot(completed_total_by_kind={"k": completed}, dead_total_by_kind={"k": dead},
                     oldest_pending_age={k: dt.timedelta(seconds=v)
                                         for k, v in (lag or {}).items()})
 
 
-def test_throughput_is_the_growth_of_the_finished_count_and_a_drop_is_a_gap() -> None:
+def test_throughput_is_the_growth_of_the_finish_counters() -> None:
     s = Samples(interval=10)
-    for i, (completed, dead) in enumerate([(0, 0), (100, 0), (250, 50), (40, 50), (60, 50)]):
+    for i, (completed, dead) in enumerate([(0, 0), (100, 0), (250, 50), (40, 50), (60, 60)]):
         s.add(snap(completed, dead), at=1000 + 10 * i, mono=10 * i)
     series = s.series()
     assert series["x"] == [1000, 1010, 1020, 1030, 1040]
-    # The fall (retention deleted finished rows) is not negative work.
-    assert series["throughput"] == [None, 10.0, 20.0, None, 2.0]
+    assert series["completed"] == [None, 10.0, 15.0, None, 2.0]
+    assert series["dead"] == [None, 0.0, 5.0, None, 1.0]
+    # Counters only fall when the table was truncated: a gap, not negative work.
+
+
+def test_the_hour_before_the_start_comes_from_finished_at() -> None:
+    start = 1_800_000_000.0  # a whole minute
+    minute = dt.datetime.fromtimestamp(start, dt.UTC)
+
+    def at(minutes_back: int, kind: str, completed: int, dead: int = 0) -> FinishedMinute:
+        return FinishedMinute(minute - dt.timedelta(minutes=minutes_back), kind, completed, dead)
+
+    rows = [at(3, "a", 60), at(2, "a", 30, 6), at(2, "b", 30), at(1, "a", 120), at(0, "a", 5)]
+    s = Samples(interval=10)
+    s.backfill(rows, limit=1000, start=start)
+    s.add(snap(0), at=start + 5, mono=0)
+    s.add(snap(20, 10), at=start + 15, mono=10)
+    series = s.series()
+    # Minutes ending by the start, then the samples; the minute still running is left out.
+    assert series["x"] == [start - 120, start - 60, start, start + 5, start + 15]
+    assert series["completed"] == [1.0, 1.0, 2.0, None, 2.0]
+    assert series["dead"] == [0.0, 0.1, 0.0, None, 1.0]
+    assert series["history"] == 3
+    # A read that stopped at its limit: its oldest minute is partial, and dropped.
+    s = Samples(interval=10)
+    s.backfill(rows, limit=251, start=start)
+    assert s.series()["x"] == [start - 60, start]
 
 
 def test_lag_series_keep_the_kinds_that_waited_longest() -> None:

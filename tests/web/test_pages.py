@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import re
 from typing import Any
 
@@ -16,6 +17,7 @@ from tests.tracing.recording import Recorded
 from tests.web import tasks
 from tests.web.conftest import serve
 from venturi import Queue, Status
+from venturi.store.postgres import PostgresStore
 from venturi.web import DashboardOptions, create_app
 
 pytestmark = pytest.mark.timeout(90)
@@ -48,6 +50,9 @@ async def test_overview_shows_counts_per_kind_and_the_latest_dead(
         await expect(embed.locator("[data-col=scheduled]")).to_have_text("1")
         await expect(page.locator("tr[data-kind='web.doomed'] [data-col=dead]")).to_have_text("1")
         await expect(page.locator("[data-count=completed]")).to_have_text("2")
+        await expect(embed.locator("[data-col=completed]")).to_have_text("1")
+        await expect(page.locator("tr[data-kind='web.resumable'] [data-col=completed]")
+                     ).to_have_text("1")
         await expect(page.locator("[data-count=dead]")).to_have_text("1")
         failures = page.locator("#failures")
         await expect(failures).to_contain_text("unsupported-format")
@@ -56,6 +61,28 @@ async def test_overview_shows_counts_per_kind_and_the_latest_dead(
         await expect(page.locator("#chart-throughput canvas")).to_have_count(1)
         await expect(page.locator("#chart-lag canvas")).to_have_count(1)
         await expect(page.locator("#live")).to_have_attribute("data-state", "connected")
+        assert w.errors == []
+
+
+async def test_the_throughput_chart_starts_with_the_hour_before_the_dashboard(
+        web_queue: Queue, open_page: Any) -> None:
+    """Jobs that finished before the dashboard started are on the chart at once, per
+    minute, from their finished_at (samples.py)."""
+    store = web_queue.store
+    assert isinstance(store, PostgresStore)
+    async with store.pool.acquire() as conn:
+        await conn.execute(
+            f"INSERT INTO {store.prefix}jobs (id, kind, payload, status, finished_at)"
+            " SELECT gen_random_uuid(), 'web.embed', '{}', CASE WHEN g <= 6 THEN 'dead'"
+            " ELSE 'completed' END, date_trunc('minute', now()) - interval '5 minutes'"
+            " FROM generate_series(1, 126) AS g")
+    async with serve(create_app(web_queue)) as served:
+        w = await open_page(served.url + "/")
+        series = json.loads(await w.page.locator("#series-data").text_content() or "{}")
+        before = series["history"]  # the points before the samples
+        minutes = list(zip(series["completed"][:before], series["dead"][:before], strict=True))
+        assert (2.0, 0.1) in minutes  # 120 completed and 6 dead in one minute
+        await expect(w.page.locator("#chart-throughput canvas")).to_have_count(1)
         assert w.errors == []
 
 

@@ -78,7 +78,7 @@ class Query:
 
 
 # Table references (not channel names, which sit inside quotes).
-_TABLE = re.compile(r"(?<!')\{prefix\}(jobs|journal|workers|migrations)\b")
+_TABLE = re.compile(r"(?<!')\{prefix\}(jobs|journal|workers|migrations|tallies)\b")
 
 
 def quote_ident(name: str) -> str:

@@ -30,9 +30,11 @@ from .records import (
     Detail,
     Enqueued,
     FailedJob,
+    FinishedMinute,
     HistoryFilter,
     JobRecord,
     JournalRecord,
+    KeysetFilter,
     LeaseRenewal,
     MergeFn,
     MergeUpdate,
@@ -49,10 +51,11 @@ from .records import (
 
 __all__ = [
     "UTC", "Action", "AsyncFn", "ClaimRequest", "CleanupCriteria", "Clock", "CountFilter",
-    "DatabaseClock", "Detail", "Enqueued", "FailedJob", "HistoryFilter", "IdentityLock",
-    "JobRecord", "JournalRecord", "LeaseRenewal", "Listener", "ManualClock", "MergeFn",
-    "MergeUpdate", "NewJob", "NewJobBatch", "Outcome", "Recovered", "Settled", "Settlement",
-    "Snapshot", "Status", "Store", "WorkerInfo", "check_new_job_batch", "check_new_jobs",
+    "DatabaseClock", "Detail", "Enqueued", "FailedJob", "FinishedMinute", "HistoryFilter",
+    "IdentityLock", "JobRecord", "JournalRecord", "KeysetFilter", "LeaseRenewal", "Listener",
+    "ManualClock", "MergeFn", "MergeUpdate", "NewJob", "NewJobBatch", "Outcome", "Recovered",
+    "Settled", "Settlement", "Snapshot", "Status", "Store", "WorkerInfo", "check_new_job_batch",
+    "check_new_jobs",
 ]
 
 
@@ -165,10 +168,32 @@ class Store(abc.ABC):
         """Jobs matching ``filter``, newest first, at most ``filter.limit``."""
 
     @abc.abstractmethod
+    async def dead_jobs(self, filter: KeysetFilter, *, conn: Any = None) -> list[JobRecord]:
+        """Dead jobs, most recently finished first (``finished_at`` descending, then
+        id ascending), after ``filter.after``; at most ``filter.limit``."""
+
+    @abc.abstractmethod
+    async def claimed_jobs(self, filter: KeysetFilter, *, conn: Any = None) -> list[JobRecord]:
+        """Claimed jobs, soonest lease expiry first (``claim_expires_at``, then id),
+        after ``filter.after``; at most ``filter.limit``."""
+
+    @abc.abstractmethod
+    async def periodic_jobs(self, *, conn: Any = None) -> list[JobRecord]:
+        """Every periodic kind's pending or claimed occurrence, by kind."""
+
+    @abc.abstractmethod
+    async def finished_per_minute(self, since: dt.datetime, until: dt.datetime, limit: int, *,
+                                  conn: Any = None) -> list[FinishedMinute]:
+        """Jobs finished in ``[since, until)``, per minute and kind, oldest first,
+        counting at most the ``limit`` most recently finished."""
+
+    @abc.abstractmethod
     async def count(self, filter: CountFilter, *, conn: Any = None) -> int: ...
 
     @abc.abstractmethod
-    async def stats(self, *, conn: Any = None) -> Snapshot: ...
+    async def stats(self, *, conn: Any = None) -> Snapshot:
+        """Counts without reading the finished jobs: pending and claimed jobs by their
+        indexes, finished ones from counts kept as they change (sql/0006_tallies.sql)."""
 
     @abc.abstractmethod
     async def detail(self, limit: int, *, conn: Any = None) -> Detail: ...

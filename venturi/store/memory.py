@@ -46,7 +46,7 @@ from .base import (
 )
 from .lifecycle import Recovery
 from .memory_sessions import MemoryIdentityLock, MemoryListener
-from .memory_views import MemoryViews, in_subtree, refuse_conn
+from .memory_views import MemoryViews, Rows, in_subtree, refuse_conn
 
 UTC = dt.UTC
 _ACTIVE = (Status.PENDING, Status.CLAIMED)
@@ -58,7 +58,7 @@ class MemoryStore(MemoryViews, Store):
     def __init__(self, *, prefix: str = "venturi_", clock: Clock | None = None) -> None:
         self.prefix = validate_prefix(prefix)
         self.clock = clock or DatabaseClock()
-        self._jobs: dict[UUID, JobRecord] = {}
+        self._jobs = Rows()
         self._journal: dict[UUID, list[JournalRecord]] = {}
         self._journal_ids = itertools.count(1)
         self._workers: dict[tuple[str, str], WorkerInfo] = {}
@@ -140,7 +140,8 @@ class MemoryStore(MemoryViews, Store):
                 results.append(Enqueued(job.id, False))
                 touched.append(job.id)
         except BaseException:
-            self._jobs, self._journal = saved_jobs, saved_journal
+            self._jobs.restore(saved_jobs)
+            self._journal = saved_journal
             raise
         self._announce([self._jobs[i] for i in touched], now)
         return results
@@ -379,14 +380,17 @@ class MemoryStore(MemoryViews, Store):
         return n
 
     async def cleanup(self, criteria: CleanupCriteria) -> int:
+        return self._delete_finished(criteria, None)
+
+    def _delete_finished(self, criteria: CleanupCriteria, limit: int | None) -> int:
         statuses = {criteria.status} if criteria.status else {Status.COMPLETED, Status.DEAD}
-        victims = [
-            j.id for j in self._jobs.values()
-            if j.status in statuses and j.finished_at is not None
-            and j.finished_at < criteria.finished_before
-            and (criteria.kind is None or j.kind == criteria.kind)
-        ]
-        for id in victims:
+        victims = sorted(
+            (j for j in self._jobs.values()
+             if j.status in statuses and j.finished_at is not None
+             and j.finished_at < criteria.finished_before
+             and (criteria.kind is None or j.kind == criteria.kind)),
+            key=lambda j: (j.finished_at, j.id))[:limit]
+        for id in [j.id for j in victims]:
             del self._jobs[id]
             self._journal.pop(id, None)
         return len(victims)
@@ -416,4 +420,5 @@ class MemoryStore(MemoryViews, Store):
         return MemoryIdentityLock(self._locks, name)
 
     async def cleanup_exclusive(self, criteria: CleanupCriteria) -> int | None:
-        return await self.cleanup(criteria)
+        # One batch, oldest first, as the retention statement deletes them.
+        return self._delete_finished(criteria, criteria.batch_size)

@@ -289,7 +289,9 @@ class Recovered:
 @dataclass(frozen=True, slots=True)
 class HistoryFilter:
     """Narrow ``query_jobs``; unset fields are unconstrained. Newest first by id
-    (UUIDv7, time-ordered); ``before`` is the keyset cursor (exclusive)."""
+    (UUIDv7, time-ordered); ``before`` is the keyset cursor (exclusive) and
+    ``since_id`` the lowest id returned (inclusive): for UUIDv7 ids, a creation time
+    range. ``subject`` is a subtree, normalised (no trailing "/")."""
 
     kind: str | None = None
     status: Status | None = None
@@ -297,13 +299,51 @@ class HistoryFilter:
     finished_until: dt.datetime | None = None
     before: UUID | None = None
     limit: int = 50
+    subject: str | None = None
+    since_id: UUID | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class KeysetFilter:
+    """Narrow ``dead_jobs`` or ``claimed_jobs``, which page in the order of their
+    status's own index: dead jobs by ``finished_at`` (most recent first, then id),
+    claimed ones by ``claim_expires_at`` (soonest first, then id). ``after`` is the
+    keyset cursor, the (time, id) of the previous page's last job; ``since_id`` and
+    ``before_id`` bound the ids (inclusive, exclusive)."""
+
+    kind: str | None = None
+    after: tuple[dt.datetime, UUID] | None = None
+    since_id: UUID | None = None
+    before_id: UUID | None = None
+    limit: int = 50
 
 
 @dataclass(frozen=True, slots=True)
 class CountFilter:
+    """Narrow ``count``. ``since_id``/``before_id`` bound the ids (inclusive,
+    exclusive); with ``at_most`` the count stops there (a bounded read)."""
+
     kind: str | None = None
     subject: str | None = None  # already normalised: no trailing "/"
     statuses: tuple[Status, ...] | None = None
+    since_id: UUID | None = None
+    before_id: UUID | None = None
+    at_most: int | None = None
+
+    @property
+    def bounded(self) -> bool:
+        return self.since_id is not None or self.before_id is not None
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedMinute:
+    """How many jobs of ``kind`` finished (completed, went dead) in the minute
+    starting at ``minute`` (UTC, whole minutes), among those still in the table."""
+
+    minute: dt.datetime
+    kind: str
+    completed: int
+    dead: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,7 +360,11 @@ class CleanupCriteria:
 class Snapshot:
     """Live queue state. ``pending_by_kind`` counts runnable jobs (visible now);
     ``scheduled_by_kind`` the rest; ``oldest_pending_age`` is how long the
-    oldest runnable job of each kind has been waiting since it became visible."""
+    oldest runnable job of each kind has been waiting since it became visible.
+    ``completed_by_kind`` and ``dead_by_kind`` count the finished jobs in the table;
+    ``completed_total_by_kind`` and ``dead_total_by_kind`` count how many times a
+    job of the kind completed or went dead, and never go down when finished jobs
+    are deleted (counters: their growth is throughput)."""
 
     pending_by_kind: dict[str, int] = field(default_factory=dict)
     scheduled_by_kind: dict[str, int] = field(default_factory=dict)
@@ -329,6 +373,9 @@ class Snapshot:
     claimed_by_kind: dict[str, int] = field(default_factory=dict)
     dead_by_kind: dict[str, int] = field(default_factory=dict)
     counts_by_status: dict[str, int] = field(default_factory=dict)
+    completed_by_kind: dict[str, int] = field(default_factory=dict)
+    completed_total_by_kind: dict[str, int] = field(default_factory=dict)
+    dead_total_by_kind: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

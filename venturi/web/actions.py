@@ -20,8 +20,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from venturi import Status, VenturiError
+from venturi.errors import VenturiError
 from venturi.logs import get_logger
+from venturi.store.records import Status
 
 from . import bulk
 from .auth import CSRF_FIELD, csrf_ok, csrf_token
@@ -163,7 +164,7 @@ async def _carry_out(dash: Dashboard, req: ActionRequest) -> tuple[int, str]:
     planned = bulk.plan(req.action, req.filter, snap, total)
     if isinstance(planned, bulk.Refusal):
         raise Refused(409, planned.reason)
-    n = await bulk.run(queue, planned, req.filter, req.upto)
+    n = await bulk.run(queue, planned, req.filter, snap, req.upto)
     verb = "Retried" if req.action == "retry" else "Cancelled"
     return n, f"{verb} {n} jobs matching the filter."
 

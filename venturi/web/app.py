@@ -24,8 +24,9 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from venturi import Queue, VenturiError
+from venturi.errors import VenturiError
 from venturi.logs import get_logger
+from venturi.queue import Queue
 
 from . import actions, jobs, pages, streams
 from . import format as fmt

@@ -15,9 +15,9 @@ import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
-import venturi
-from venturi import Queue, Task
-from venturi.task import registered
+from venturi._version import package_version
+from venturi.queue import Queue
+from venturi.task import Task, registered
 
 from . import format as fmt
 from .auth import Access, csrf_token
@@ -92,7 +92,7 @@ class Dashboard:
             "page": page,
             "nav": NAV,
             "prefix": self.queue.prefix,
-            "version": venturi.__version__,
+            "version": package_version(),
             "csrf": csrf_token(request),
             "principal": await self.access.principal(request),
             "actions": self.access.actions,

@@ -1,24 +1,17 @@
-"""The jobs page's filter: parsed from the URL, turned back into one, and read
-as keyset pages through ``Queue.history`` without scanning the table.
+"""The jobs page's filter: parsed from the URL, turned back into one, counted and
+read as keyset pages by the store's own queries, none of which reads the table
+beyond the rows it returns (docs/operations/dashboard.md, the costs).
 
-``history`` filters by kind and status in the database and pages on the
-primary key, newest first. The rest is done here, over those pages, each
-request reading a bounded number of rows:
-
-- Time bounds use the id: UUIDv7 ids carry the producer's clock at enqueue,
-  so "created before T" is the keyset cursor ``id < uuid7(T)`` and
-  "created since T" is where paging stops.
 - A subject is a subtree, as ``Queue.count`` and ``Queue.cancel`` read it (the
-  subject itself and everything below ``subject/``), matched over at most
-  :data:`SCAN_BUDGET` rows per request; the page says how far it looked and
-  offers to look further. Its total comes from ``Queue.count(subject=...)``,
-  which the subject index serves.
-- A status whose count the stats queries know (pending, claimed, dead) caps
-  the page's LIMIT at that count, so a filter matching three jobs stops at the
-  third instead of walking the rest of the primary key looking for a fourth.
-
-docs/operations/dashboard.md lists the store queries that would do all of
-this in the database.
+  subject itself and everything below ``subject/``); ``history(subject=...)``
+  reads it by the subject index.
+- Time bounds are on the creation time the ids carry (UUIDv7: the producer's
+  clock at enqueue), so they are ranges of the primary key.
+- Dead jobs are listed by their own index, most recently dead first; claimed
+  ones by theirs, soonest lease expiry first; everything else newest first.
+- Counts come from the stats (kind and status) or from ``Queue.count``, which
+  stops at :data:`COUNT_CAP` where it would have to read rows (subjects, time
+  bounds): a page that shows "more than 10,000" pays for 10,001 index entries.
 """
 
 from __future__ import annotations
@@ -30,29 +23,25 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlencode
 
-from venturi import JobRecord, Queue, Snapshot, Status
+from venturi._ids import uuid7_floor, uuid7_time
+from venturi.errors import InvalidJobId
+from venturi.queue import Page, Queue
+from venturi.store.records import JobRecord, Snapshot, Status
 
 PAGE = 50
-BATCH = 200
-SCAN_BUDGET = 2_000
+COUNT_CAP = 10_001  # one more than an action's walk takes (bulk.WALK_MAX)
 MAX_SUBJECT = 1_000
-
-
-class FilterError(ValueError):
-    """A filter field that does not parse; the message names it."""
-
-
-def uuid7_floor(when: dt.datetime) -> uuid.UUID:
-    """The smallest UUIDv7 of ``when``'s millisecond: ids below it were made earlier."""
-    ms = int(when.timestamp() * 1000)
-    return uuid.UUID(int=(ms & 0xFFFF_FFFF_FFFF) << 80 | 0x7 << 76 | 0b10 << 62)
+__all__ = ["COUNT_CAP", "PAGE", "FilterError", "JobFilter", "Listing", "Total", "id_time",
+           "known_count", "list_jobs", "match_count", "order_of", "uuid7_floor"]
 
 
 def id_time(id: uuid.UUID) -> dt.datetime | None:
     """The creation time a UUIDv7 carries (None for other versions)."""
-    if id.version != 7:
-        return None
-    return dt.datetime.fromtimestamp((id.int >> 80) / 1000, dt.UTC)
+    return uuid7_time(id)
+
+
+class FilterError(ValueError):
+    """A filter field that does not parse; the message names it."""
 
 
 def _time(value: str, field: str) -> dt.datetime | None:
@@ -134,17 +123,9 @@ class JobFilter:
     def without(self, field: str) -> JobFilter:
         return replace(self, **{field: None})
 
-    def matches(self, job: JobRecord) -> bool:
-        """The conditions ``history`` cannot apply itself."""
-        if self.subject is not None:
-            subject = job.subject or ""
-            if subject != self.subject and not subject.startswith(self.subject + "/"):
-                return False
-        return self.since is None or job.id >= uuid7_floor(self.since)
-
 
 def known_count(f: JobFilter, snap: Snapshot) -> int | None:
-    """How many jobs match a kind/status filter, from the stats queries (None: unknown)."""
+    """How many jobs match a kind/status filter, from the stats (None: they do not say)."""
     if f.subject is not None or f.timed:
         return None
     per_kind: dict[str, int] | None = None
@@ -157,91 +138,96 @@ def known_count(f: JobFilter, snap: Snapshot) -> int | None:
         per_kind = snap.claimed_by_kind
     elif f.status is Status.DEAD:
         per_kind = snap.dead_by_kind
+    elif f.status is Status.COMPLETED:
+        per_kind = snap.completed_by_kind
     if per_kind is not None:
         return per_kind.get(f.kind, 0) if f.kind is not None else sum(per_kind.values())
     if f.kind is None:
-        counts = snap.counts_by_status
-        if f.status is None:
-            return sum(counts.values())
-        return counts.get(f.status.value, 0)
-    return None  # completed (or any status) of one kind: the stats do not split it
+        return sum(snap.counts_by_status.values())
+    return sum(by_kind.get(f.kind, 0) for by_kind in (
+        snap.pending_by_kind, snap.scheduled_by_kind, snap.claimed_by_kind,
+        snap.completed_by_kind, snap.dead_by_kind))
 
 
-def why_uncounted(f: JobFilter) -> str:
-    """Why :func:`match_count` has no number for ``f`` (docs/operations/dashboard.md)."""
-    if f.timed:
-        return "no count query covers time bounds yet"
-    return "the stats do not count finished jobs per kind"
+@dataclass(frozen=True, slots=True)
+class Total:
+    """How many jobs a filter matches: ``n`` exactly, or at least ``n`` when not exact
+    (the count stopped at :data:`COUNT_CAP`)."""
+
+    n: int
+    exact: bool = True
 
 
-async def match_count(queue: Queue, f: JobFilter, snap: Snapshot) -> int | None:
-    """The filter's total where an indexed count exists for it."""
+async def match_count(queue: Queue, f: JobFilter, snap: Snapshot) -> Total:
+    """The filter's total: from the stats where they say, else a bounded count."""
     known = known_count(f, snap)
-    if known is not None or f.subject is None or f.timed:
-        return known
-    return await queue.count(subject=f.subject, kind=f.kind,
-                             statuses=[f.status] if f.status else None)
+    if known is not None:
+        return Total(known)
+    n = await queue.count(kind=f.kind, subject=f.subject,
+                          statuses=[f.status] if f.status else None,
+                          created_since=f.since, created_until=f.until, at_most=COUNT_CAP)
+    return Total(n, exact=n < COUNT_CAP)
+
+
+def order_of(f: JobFilter) -> str:
+    """How the filter's jobs are listed: ``dead`` (most recently dead first, on the dead
+    jobs' index), ``claimed`` (soonest lease expiry first, on the expiry index), or
+    ``newest`` (by id, newest first)."""
+    if f.subject is None and f.status is Status.DEAD:
+        return "dead"
+    if f.subject is None and f.status is Status.CLAIMED:
+        return "claimed"
+    return "newest"
 
 
 @dataclass(frozen=True, slots=True)
 class Listing:
     jobs: list[JobRecord]
     next_cursor: str | None
-    examined: int  # rows read past the database's own filter (subject mode)
-    reached: dt.datetime | None  # creation time of the oldest row examined
-    budget_spent: bool
+    order: str = "newest"
 
 
-async def list_jobs(queue: Queue, f: JobFilter, snap: Snapshot, *,
-                    before: uuid.UUID | None = None, limit: int = PAGE) -> Listing:
-    """One page of jobs matching ``f``, newest first, after cursor ``before``."""
-    cursor = before
-    if f.until is not None:
-        floor = uuid7_floor(f.until)
-        cursor = floor if cursor is None or floor < cursor else cursor
-    stop = uuid7_floor(f.since) if f.since is not None else None
-    cap = known_count(replace(f, subject=None, since=None, until=None), snap) \
-        if f.status in (Status.PENDING, Status.CLAIMED, Status.DEAD) else None
-    status = f.status.value if f.status else None
+def _cursor(raw: str | None) -> uuid.UUID | None:
+    if not raw:
+        return None
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise InvalidJobId(f"cursor {raw[:80]!r} is not a page cursor") from None
 
-    if f.subject is None:
-        want = limit + 1 if cap is None else min(limit + 1, cap)
+
+async def list_jobs(queue: Queue, f: JobFilter, snap: Snapshot, *, cursor: str | None = None,
+                    limit: int = PAGE, upto: uuid.UUID | None = None) -> Listing:
+    """One page of the jobs matching ``f``, after ``cursor`` (a previous page's
+    ``next_cursor``), among those created before id ``upto`` if given. A bad cursor
+    raises ``InvalidJobId``."""
+    until = f.until
+    if upto is not None:
+        bound = uuid7_time(upto)
+        until = bound if until is None or (bound is not None and bound < until) else until
+    since = f.since
+    if since is not None and until is not None and since >= until:
+        return Listing([], None, order_of(f))
+    order = order_of(f)
+    page: Page
+    if order == "dead":
+        page = await queue.dead_jobs(kind=f.kind, before=cursor or None, limit=limit,
+                                     created_since=since, created_until=until)
+    elif order == "claimed":
+        page = await queue.claimed_jobs(kind=f.kind, after=cursor or None, limit=limit,
+                                        created_since=since, created_until=until)
+    else:
+        before = _cursor(cursor)
+        # PostgreSQL may plan a prepared history statement generically, and then walks
+        # the primary key for a status; where the stats count the matches, never ask
+        # for more than there are (docs/operations/dashboard.md).
+        cap = known_count(f, snap) if f.status is Status.PENDING else None
+        want = limit if cap is None else min(limit, cap)
         if want <= 0:
-            return Listing([], None, 0, None, False)
-        page = await queue.history(kind=f.kind, status=status, before=cursor, limit=want)
-        rows = [j for j in page.jobs if stop is None or j.id >= stop]
-        more = len(rows) > limit
-        rows = rows[:limit]
-        return Listing(rows, str(rows[-1].id) if more else None, 0, None, False)
-
-    found: list[JobRecord] = []
-    examined = 0
-    last: JobRecord | None = None
-    exhausted = False  # nothing older can match: no next page
-    remaining = cap
-    while len(found) <= limit and examined < SCAN_BUDGET:
-        want = BATCH if remaining is None else min(BATCH, remaining)
-        if want <= 0:
-            exhausted = True
-            break
-        page = await queue.history(kind=f.kind, status=status, before=cursor, limit=want)
-        if remaining is not None:
-            remaining -= len(page.jobs)
-        for job in page.jobs:
-            if stop is not None and job.id < stop:
-                exhausted = True
-                break
-            examined += 1
-            last = job
-            if f.matches(job):
-                found.append(job)
-        if exhausted or len(page.jobs) < want:
-            exhausted = True
-            break
-        cursor = page.jobs[-1].id
-    if len(found) > limit:
-        rows = found[:limit]
-        return Listing(rows, str(rows[-1].id), examined, id_time(rows[-1].id), False)
-    spent = not exhausted and last is not None
-    return Listing(found, str(last.id) if spent and last is not None else None, examined,
-                   id_time(last.id) if last is not None else None, spent)
+            return Listing([], None, order)
+        page = await queue.history(kind=f.kind, status=f.status, subject=f.subject,
+                                   created_since=since, created_until=until, before=before,
+                                   limit=want)
+        if cap is not None and want < limit:
+            return Listing(page.jobs, None, order)
+    return Listing(page.jobs, page.next_cursor, order)

@@ -2,23 +2,29 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from venturi import Snapshot, Status
+from venturi.errors import InvalidJobId
+from venturi.store.records import Snapshot, Status
 
-from . import bulk
+from . import bulk, filters
 from .dashboard import Dashboard, dashboard
-from .filters import FilterError, JobFilter, Listing, list_jobs, match_count, why_uncounted
+from .filters import FilterError, JobFilter, Listing, list_jobs, match_count, order_of
+
+ORDERS = {
+    "newest": "newest first",
+    "dead": "most recently dead first (the dead jobs' index)",
+    "claimed": "soonest lease expiry first (the expiry index)",
+}
 
 
 def kinds_known(snap: Snapshot, f: JobFilter) -> list[str]:
     kinds = (set(snap.pending_by_kind) | set(snap.scheduled_by_kind)
-             | set(snap.claimed_by_kind) | set(snap.dead_by_kind))
+             | set(snap.claimed_by_kind) | set(snap.dead_by_kind) | set(snap.completed_by_kind))
     if f.kind:
         kinds.add(f.kind)
     return sorted(kinds)
@@ -28,7 +34,7 @@ async def jobs_context(dash: Dashboard, f: JobFilter, snap: Snapshot) -> dict[st
     """The filter's total and what acting on all of it would mean (live-updated too)."""
     total = await match_count(dash.queue, f, snap)
     plans = {action: bulk.plan(action, f, snap, total) for action in ("retry", "cancel")}
-    return {"filter": f, "total": total, "plans": plans, "uncounted": why_uncounted(f)}
+    return {"filter": f, "total": total, "plans": plans}
 
 
 async def jobs_page(request: Request) -> Response:
@@ -36,23 +42,22 @@ async def jobs_page(request: Request) -> Response:
     snap = await dash.hub.current()
     params = request.query_params
     error = None
+    before = params.get("before", "").strip() or None
     try:
         f = JobFilter.parse(params)
-        raw = params.get("before", "").strip()
-        before = uuid.UUID(raw) if raw else None
     except FilterError as exc:
         f, before, error = JobFilter(), None, str(exc)
-    except ValueError:
-        f, before, error = JobFilter.parse(params), None, "before: not a page cursor"
-    if error is not None:
-        listing = Listing([], None, 0, None, False)
-    else:
-        listing = await list_jobs(dash.queue, f, snap, before=before)
+    listing = Listing([], None, order_of(f))
+    if error is None:
+        try:
+            listing = await list_jobs(dash.queue, f, snap, cursor=before, limit=filters.PAGE)
+        except InvalidJobId:
+            before, error = None, "before: not a page cursor"
     context = await jobs_context(dash, f, snap)
     return await dash.page(
         request, "jobs.html", "jobs", status=400 if error else 200, error=error,
         raw={k: params.get(k, "") for k in ("kind", "status", "subject", "since", "until")},
-        listing=listing, before=before, kinds=kinds_known(snap, f),
+        listing=listing, before=before, kinds=kinds_known(snap, f), order=ORDERS[listing.order],
         statuses=[s.value for s in Status], **context)
 
 

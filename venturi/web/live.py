@@ -5,11 +5,11 @@ A NOTIFY on the queue's channels (new work, a cancel, a drain) marks the view
 stale; completions send none, so while anyone watches the stats are also
 refreshed every ``refresh`` seconds. Refreshes are at least ``min_gap`` apart
 whatever the notification rate, and with nobody watching only the chart
-samples are taken (every ``sample_interval``). The stats queries count rows,
-so on a large table one refresh takes a while (docs/operations/dashboard.md
-has the figures): the period stretches to :data:`COST_FACTOR` times the last
-refresh's duration, so one dashboard never keeps the database busy more than
-a tenth of the time. Whatever a page's stream needs
+samples are taken (every ``sample_interval``). The stats read the pending and
+claimed jobs, so with a large backlog one refresh takes a while
+(docs/operations/dashboard.md has the figures): the period stretches to
+:data:`COST_FACTOR` times the last refresh's duration, so one dashboard never
+keeps the database busy more than a tenth of the time. Whatever a page's stream needs
 beyond the stats (the workers table, one job) is read once per refresh and
 shared through :meth:`Hub.cached`.
 """
@@ -18,15 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import time
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
-from venturi import Queue, Snapshot, VenturiError
+from venturi.errors import VenturiError
 from venturi.logs import get_logger
+from venturi.queue import Queue
+from venturi.store.records import Snapshot
 
-from .samples import Samples
+from .samples import BACKFILL_ROWS, WINDOW, Samples
 
 log = get_logger("venturi.web")
 T = TypeVar("T")
@@ -116,7 +119,19 @@ class Hub:
         mono = time.monotonic()
         if self.samples.due(mono):
             self.samples.add(snap, at=time.time(), mono=mono)
+        if not self.samples.backfilled:
+            await self._backfill()
         self._bump()
+
+    async def _backfill(self) -> None:
+        """The charts' hour before this dashboard started, once (samples.py)."""
+        start = time.time()
+        since = dt.datetime.fromtimestamp(start - WINDOW, dt.UTC)
+        try:
+            minutes = await self.queue.finished_per_minute(since, limit=BACKFILL_ROWS)
+        except VenturiError:
+            return  # the next refresh tries again
+        self.samples.backfill(minutes, limit=BACKFILL_ROWS, start=start)
 
     def _bump(self) -> None:
         self.version += 1

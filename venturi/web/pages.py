@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -13,8 +12,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from venturi import JobRecord, JournalRecord, Snapshot, Status, WorkerInfo
 from venturi.logs import get_logger
+from venturi.store.records import JobRecord, JournalRecord, Snapshot, WorkerInfo
 
 from .auth import CSRF_FIELD, csrf_ok
 from .dashboard import Dashboard, dashboard
@@ -33,14 +32,17 @@ class KindRow:
     claimed: int
     dead: int
     lag: dt.timedelta | None
+    completed: int = 0
 
 
 def kind_rows(snap: Snapshot) -> list[KindRow]:
     kinds = sorted(set(snap.pending_by_kind) | set(snap.scheduled_by_kind)
-                   | set(snap.claimed_by_kind) | set(snap.dead_by_kind))
+                   | set(snap.claimed_by_kind) | set(snap.dead_by_kind)
+                   | set(snap.completed_by_kind))
     return [KindRow(k, snap.pending_by_kind.get(k, 0), snap.scheduled_by_kind.get(k, 0),
                     snap.claimed_by_kind.get(k, 0), snap.dead_by_kind.get(k, 0),
-                    snap.oldest_pending_age.get(k)) for k in kinds]
+                    snap.oldest_pending_age.get(k), snap.completed_by_kind.get(k, 0))
+            for k in kinds]
 
 
 def counts_context(dash: Dashboard, snap: Snapshot) -> dict[str, Any]:
@@ -123,43 +125,15 @@ class PeriodicRow:
     occurrence: JobRecord | None  # the pending or claimed occurrence, if any
 
 
-async def periodic_state(dash: Dashboard, snap: Snapshot) -> list[PeriodicRow]:
-    """Each periodic task's live occurrence. At most one exists per kind (its
-    unique index), so the lookup asks ``history`` for exactly as many rows as the
-    stats counted and stops at the one it finds."""
+async def periodic_state(dash: Dashboard) -> list[PeriodicRow]:
+    """Each periodic task and its live occurrence: one read of the unique periodic
+    index, which holds exactly the pending or claimed occurrences (at most one per kind)."""
+    live = {j.kind: j for j in await dash.queue.periodic_jobs()}
     rows = []
     for task in dash.periodic_tasks():
         opts = task.__task__
-        kind = opts.kind
         schedule = f"cron {opts.cron}" if opts.cron else f"every {_every(opts.every)}"
-        occurrence = None
-        for status, n in ((Status.CLAIMED, snap.claimed_by_kind.get(kind, 0)),
-                          (Status.PENDING, snap.pending_by_kind.get(kind, 0)
-                           + snap.scheduled_by_kind.get(kind, 0))):
-            if n and occurrence is None:
-                page = await dash.queue.history(kind=kind, status=status, limit=1)
-                occurrence = page.jobs[0] if page.jobs else None
-        rows.append(PeriodicRow(kind, schedule, occurrence))
-    return rows
-
-
-PERIODIC_REREAD = 60.0
-
-
-async def periodic_cached(dash: Dashboard, snap: Snapshot) -> list[PeriodicRow]:
-    """``periodic_state`` for the live stream, read again only when a periodic kind's
-    counts move or a minute has passed: each occurrence's lookup walks the pending
-    jobs' index (docs/operations/dashboard.md), and the next run rarely changes."""
-    kinds = [t.__task__.kind for t in dash.periodic_tasks()]
-    key = (tuple((k, snap.pending_by_kind.get(k, 0), snap.scheduled_by_kind.get(k, 0),
-                  snap.claimed_by_kind.get(k, 0), snap.dead_by_kind.get(k, 0)) for k in kinds),
-           int(time.monotonic() // PERIODIC_REREAD))
-    cached = dash.periodic_cache
-    if cached is not None and cached[0] == key:
-        rows: list[PeriodicRow] = cached[1]
-        return rows
-    rows = await periodic_state(dash, snap)
-    dash.periodic_cache = (key, rows)
+        rows.append(PeriodicRow(opts.kind, schedule, live.get(opts.kind)))
     return rows
 
 
@@ -171,10 +145,8 @@ def _every(every: dt.timedelta | None) -> str:
 
 async def periodic_page(request: Request) -> Response:
     dash = dashboard(request)
-    snap = await dash.hub.current()
     return await dash.page(request, "periodic.html", "periodic",
-                           tasks=await periodic_state(dash, snap),
-                           known=bool(dash.periodic_tasks()))
+                           tasks=await periodic_state(dash), known=bool(dash.periodic_tasks()))
 
 
 # --- signing in -----------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Serving an app with uvicorn: ``venturi web`` does, and so can a worker.
+"""Serving an app with uvicorn: ``venturi web`` does, and so does a worker's ``--http``.
 
 The socket is bound here, before uvicorn starts, so an address in use is one
 clear error instead of uvicorn's exit. Event streams never end by themselves
@@ -20,8 +20,8 @@ from typing import Any
 import uvicorn
 from starlette.types import ASGIApp
 
-from venturi import ConfigError
 from venturi.config import parse_address
+from venturi.errors import ConfigError
 
 GRACE = 5.0  # seconds uvicorn waits for requests still open at shutdown
 
@@ -47,15 +47,20 @@ def bind(address: str) -> socket.socket:
 
 
 class Server(uvicorn.Server):
-    """uvicorn on a socket of ours, ending the dashboard's streams at shutdown."""
+    """uvicorn on a socket of ours, ending the dashboard's streams at shutdown.
 
-    def __init__(self, app: ASGIApp, **options: Any) -> None:
+    ``signals=False`` leaves the process's signal handlers alone (a worker serving
+    its probes handles SIGTERM itself); stop it with ``should_exit = True``.
+    """
+
+    def __init__(self, app: ASGIApp, *, signals: bool = True, **options: Any) -> None:
         options.setdefault("log_config", None)  # the process's logging, not uvicorn's
         options.setdefault("access_log", False)
         options.setdefault("timeout_graceful_shutdown", GRACE)
         options.setdefault("lifespan", "on")
         super().__init__(uvicorn.Config(app, **options))
         self.app = app
+        self.signals = signals
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         dashboard = getattr(getattr(self.app, "state", None), "dashboard", None)
@@ -65,7 +70,7 @@ class Server(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
+        if not self.signals or threading.current_thread() is not threading.main_thread():
             yield
             return
         handled = (signal.SIGINT, signal.SIGTERM)

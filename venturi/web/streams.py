@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from venturi import VenturiError
+from venturi.errors import VenturiError
 
 from .dashboard import Dashboard, dashboard
 from .filters import FilterError, JobFilter
@@ -27,7 +27,7 @@ from .pages import (
     counts_context,
     job_state,
     parse_id,
-    periodic_cached,
+    periodic_state,
     workers_state,
 )
 
@@ -77,8 +77,7 @@ def _workers(dash: Dashboard, ctx: dict[str, Any]) -> Render:
 
 def _periodic(dash: Dashboard, ctx: dict[str, Any]) -> Render:
     async def render() -> Events:
-        snap = await dash.hub.current()
-        rows = await dash.hub.cached("periodic", lambda: periodic_cached(dash, snap))
+        rows = await dash.hub.cached("periodic", lambda: periodic_state(dash))
         return [*await _summary(dash, ctx),
                 ("periodic", dash.fragment("_periodic.html", **ctx, tasks=rows))]
     return render

@@ -49,6 +49,8 @@ class WorkerConfig:
     max_backoff: timedelta = timedelta(seconds=5)
     http: str | None = None  # "HOST:PORT" serves /healthz, /readyz, /metrics
     sample_interval: timedelta = timedelta(seconds=15)
+    dashboard: bool = False  # with http: the dashboard too (venturi.web)
+    dashboard_read_only: bool = False  # the dashboard's views only, whatever its auth
 
     def __post_init__(self) -> None:
         if not isinstance(self.concurrency, int) or not 1 <= self.concurrency <= 10_000:
@@ -72,6 +74,9 @@ class WorkerConfig:
                 raise ConfigError(f"retention for {status} must be positive")
         if self.http is not None:
             parse_address(self.http)
+        if (self.dashboard or self.dashboard_read_only) and self.http is None:
+            raise ConfigError("the dashboard is served on the worker's http address: "
+                              "give http (--http HOST:PORT) too")
         if self.kinds is not None and not self.kinds:
             raise ConfigError("kinds, when given, must name at least one kind")
 

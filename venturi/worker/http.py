@@ -1,81 +1,80 @@
-"""``/healthz``, ``/readyz`` and ``/metrics`` for a worker (``--http HOST:PORT``).
+"""``/healthz``, ``/readyz`` and ``/metrics`` of a worker (``--http HOST:PORT``), and
+with ``dashboard`` the dashboard on the same address.
 
-A deliberately small HTTP/1.0 server on asyncio streams: probes and scrapes
-only, so no web framework joins the worker's dependencies.
+They are the web stack's applications (``venturi.web``: Starlette, served by
+uvicorn) on the worker's own event loop, so they need the ``web`` extra: a worker
+asked for HTTP without it refuses to start and names the extra
+(docs/operations/containers.md). Signals stay the worker's: uvicorn installs no
+handlers here, and a SIGTERM drains the worker while its probes keep answering
+(readiness 503 "draining", liveness 200) until ``run()`` returns.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-
-from ..config import parse_address
+from ..config import WEB_EXTRA, require_web
+from ..errors import ConfigError
 from ..logs import get_logger
+from ..queue import Queue
+from ..task import Task
 from .health import Health
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 log = get_logger("venturi.worker")
 
+STARTUP_TIMEOUT = 10.0
+__all__ = ["WEB_EXTRA", "HttpServer", "require_web"]
 
-class HealthServer:
-    """Serves ``health`` to probes and ``registry`` to scrapers."""
 
-    def __init__(self, health: Health, registry: CollectorRegistry, address: str) -> None:
-        self._health = health
-        self._registry = registry
-        self.host, self.port = parse_address(address)
-        self._server: asyncio.AbstractServer | None = None
+class HttpServer:
+    """The worker's web application, served by uvicorn until :meth:`close`."""
+
+    def __init__(self, queue: Queue, health: Health, registry: CollectorRegistry, address: str,
+                 *, dashboard: bool = False, read_only: bool = False, auth: Any = None,
+                 tasks: Sequence[type[Task]] = ()) -> None:
+        require_web()
+        from venturi.web import DashboardOptions, create_app, create_probe_app
+        from venturi.web.server import Server, bind
+
+        if dashboard:
+            app = create_app(queue, auth=auth, read_only=read_only, health=health,
+                             metrics=registry, options=DashboardOptions(tasks=list(tasks)))
+        else:
+            app = create_probe_app(health=health, metrics=registry)
+        self._sock = bind(address)
+        self.host, self.port = self._sock.getsockname()[:2]
+        self.dashboard = dashboard
+        self._server = Server(app, signals=False)
+        self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._handle, self.host, self.port)
-        for sock in self._server.sockets:
-            self.port = int(sock.getsockname()[1])  # the real port when 0 was asked
-            break
-        log.info("http_listening", host=self.host, port=self.port)
+        self._task = asyncio.create_task(self._server.serve(sockets=[self._sock]),
+                                         name="venturi-worker-http")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + STARTUP_TIMEOUT
+        while not self._server.started:  # uvicorn says when it serves; the socket is ours
+            if self._task.done():
+                self._task.result()
+                raise ConfigError(f"--http {self.host}:{self.port}: the server did not start")
+            if loop.time() > deadline:
+                raise ConfigError(f"--http {self.host}:{self.port}: the server did not start "
+                                  f"within {STARTUP_TIMEOUT:.0f} s")
+            await asyncio.sleep(0.01)
+        log.info("http_listening", host=self.host, port=self.port, dashboard=self.dashboard)
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            with contextlib.suppress(Exception):
-                await self._server.wait_closed()
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            request = await asyncio.wait_for(reader.readline(), 5)
-            while (await asyncio.wait_for(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
-                pass  # headers are not needed
-            parts = request.decode("latin-1").split()
-            path = parts[1].split("?", 1)[0] if len(parts) >= 2 else ""
-            status, ctype, body = self._route(parts[0] if parts else "", path)
-            head = (f"HTTP/1.0 {status}\r\nContent-Type: {ctype}\r\n"
-                    f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")
-            writer.write(head.encode() + body)
-            await writer.drain()
-        except (TimeoutError, ConnectionError, UnicodeDecodeError):
-            pass
-        finally:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
-
-    def _route(self, method: str, path: str) -> tuple[str, str, bytes]:
-        health = self._health
-        if method not in ("GET", "HEAD"):
-            return "405 Method Not Allowed", "text/plain", b"method not allowed\n"
-        if path == "/healthz":
-            ok = health.alive
-            return ("200 OK" if ok else "503 Service Unavailable", "text/plain",
-                    b"ok\n" if ok else b"not alive\n")
-        if path == "/readyz":
-            if health.ready:
-                return "200 OK", "text/plain", b"ready\n"
-            reasons = [name for name, bad in (
-                ("database unreachable", not health.db_ok),
-                ("listen inactive", not health.listening),
-                ("draining", health.draining),
-                ("not running", not health.alive)) if bad]
-            return "503 Service Unavailable", "text/plain", ("; ".join(reasons) + "\n").encode()
-        if path == "/metrics":
-            return "200 OK", CONTENT_TYPE_LATEST, generate_latest(self._registry)
-        return "404 Not Found", "text/plain", b"not found\n"
+        self._server.should_exit = True
+        if self._task is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(self._task, STARTUP_TIMEOUT)
+        app_state = getattr(self._server.app, "state", None)
+        dash = getattr(app_state, "dashboard", None)
+        if dash is not None:
+            await dash.aclose()
+        self._sock.close()

@@ -35,7 +35,7 @@ from .executor import Executor
 from .health import DatabaseHealth, GaveUp, Health
 from .heartbeat import Heartbeat
 from .held import HeldJobs, StopReason
-from .http import HealthServer
+from .http import HttpServer, require_web
 from .identity import Identity, IdentityGuard, NameLock
 from .metrics import QueueSampler, WorkerMetrics
 from .outcomes import Outcomes, Progress
@@ -66,6 +66,9 @@ class Worker:
     ``retention``, ``handle_signals``, ``prefetch``, ...). ``lifespan`` is an
     async context manager factory whose value every run sees as ``ctx.state``;
     ``metrics`` a ``WorkerMetrics`` to update (one of its own by default).
+    With ``http=HOST:PORT`` it serves ``/healthz``, ``/readyz`` and ``/metrics``
+    (and with ``dashboard=True`` the dashboard, whose actions ``dashboard_auth``, a
+    ``venturi.web.TokenAuth`` or an auth hook, allows); both need the ``web`` extra.
 
     After ``run()`` returns, ``exit_code`` is 0 after a clean drain and 130
     after a forced stop (a second signal). ``health.alive`` and
@@ -81,9 +84,12 @@ class Worker:
         config: WorkerConfig | None = None,
         lifespan: Lifespan | None = None,
         metrics: WorkerMetrics | None = None,
+        dashboard_auth: Any = None,
         **options: Any,
     ) -> None:
         self.config = WorkerConfig.from_options(config, options)
+        if self.config.http is not None:
+            require_web()  # before anything starts: name the extra, once
         self.queue = queue
         self.store = queue.store
         if self.config.listen_dsn is not None:
@@ -97,7 +103,8 @@ class Worker:
         self.leases = {k: cls.__task__.lease for k, cls in self.tasks.items()}
         self.identity = Identity(self.config.name)
         self.health = Health()
-        self.http: HealthServer | None = None
+        self.http: HttpServer | None = None
+        self._dashboard_auth = dashboard_auth
         self.exit_code: int | None = None
         self._lifespan = lifespan
         self._ran = False
@@ -251,10 +258,13 @@ class Worker:
                     state = await stack.enter_async_context(self._lifespan())
                 executor = Executor(self.tasks, state, self._clock, self._deadlines.watch)
                 if self.config.http is not None:
-                    self.http = HealthServer(self.health, self.metrics.registry,
-                                             self.config.http)
-                    await self.http.start()
+                    self.http = HttpServer(
+                        self.queue, self.health, self.metrics.registry, self.config.http,
+                        dashboard=self.config.dashboard,
+                        read_only=self.config.dashboard_read_only, auth=self._dashboard_auth,
+                        tasks=list(self.tasks.values()))
                     stack.push_async_callback(self.http.close)
+                    await self.http.start()
                 lock = await self._boot(stack)
                 if lock is not None:
                     return lock, executor

@@ -11,11 +11,13 @@ FROM {prefix}journal WHERE job_id = $1 ORDER BY id
 
 -- name: query_jobs
 -- Keyset pages on the primary key (UUIDv7 ids are time-ordered): a deep page
--- starts at its cursor instead of skipping rows.
+-- starts at its cursor instead of skipping rows; $7, a lower id bound, is where
+-- "created since" pages stop.
 SELECT
 -- include: job_columns
 FROM {prefix}jobs AS j
 WHERE id < coalesce($5::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)
+  AND id >= coalesce($7::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
   AND ($1::text IS NULL OR kind = $1)
   AND ($2::text IS NULL OR status = $2)
   AND ($3::timestamptz IS NULL OR finished_at >= $3)
@@ -23,31 +25,130 @@ WHERE id < coalesce($5::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)
 ORDER BY id DESC
 LIMIT $6
 
--- name: count_subject
-SELECT count(*) FROM {prefix}jobs
+-- name: query_jobs_subject
+-- History of subject $1's subtree, newest first by id: the subject index finds a
+-- small subtree (the subject itself and its byte range); for a large one the planner
+-- walks the primary key as query_jobs does.
+SELECT
+-- include: job_columns
+FROM {prefix}jobs AS j
 WHERE
 -- include: in_subtree
+  AND id < coalesce($6::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)
+  AND id >= coalesce($7::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
   AND ($2::text IS NULL OR kind = $2)
-  AND status = ANY($3::text[])
+  AND ($3::text IS NULL OR status = $3)
+  AND ($4::timestamptz IS NULL OR finished_at >= $4)
+  AND ($5::timestamptz IS NULL OR finished_at < $5)
+ORDER BY id DESC
+LIMIT $8
 
--- name: count_kind
-SELECT count(*) FROM {prefix}jobs WHERE kind = $1 AND status = ANY($2::text[])
+-- name: dead_jobs
+-- Dead jobs, most recently finished first, in the order of their own index
+-- (finished_at DESC, id): a page costs its own rows however many jobs the table
+-- holds. $2, $3: the last page's (finished_at, id); $4, $5: the id range.
+SELECT
+-- include: job_columns
+FROM {prefix}jobs AS j
+WHERE status = 'dead'
+  AND finished_at <= coalesce($2::timestamptz, 'infinity'::timestamptz)
+  AND (finished_at < coalesce($2::timestamptz, 'infinity'::timestamptz) OR id > $3::uuid)
+  AND id >= coalesce($4::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
+  AND id < coalesce($5::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)
+  AND ($1::text IS NULL OR kind = $1)
+ORDER BY finished_at DESC, id
+LIMIT $6
 
--- name: count_all
-SELECT count(*) FROM {prefix}jobs WHERE status = ANY($1::text[])
+-- name: claimed_jobs
+-- Claimed jobs, the soonest lease expiry first, on the expiry index. $2, $3: the last
+-- page's (claim_expires_at, id); $4, $5: the id range.
+SELECT
+-- include: job_columns
+FROM {prefix}jobs AS j
+WHERE status = 'claimed'
+  AND claim_expires_at >= coalesce($2::timestamptz, '-infinity'::timestamptz)
+  AND (claim_expires_at > coalesce($2::timestamptz, '-infinity'::timestamptz) OR id > $3::uuid)
+  AND id >= coalesce($4::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
+  AND id < coalesce($5::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)
+  AND ($1::text IS NULL OR kind = $1)
+ORDER BY claim_expires_at, id
+LIMIT $6
 
--- name: stats_active
-SELECT kind, status, visible_at <= {now} AS runnable, count(*) AS n,
-       min(visible_at) FILTER (WHERE visible_at <= {now}) AS oldest_visible
-FROM {prefix}jobs
-WHERE status IN ('pending', 'claimed')
-GROUP BY kind, status, runnable
+-- name: periodic_jobs
+-- Each periodic kind's live occurrence: the unique periodic index holds exactly those
+-- (docs/concepts/periodic.md).
+SELECT
+-- include: job_columns
+FROM {prefix}jobs AS j
+WHERE periodic AND status IN ('pending', 'claimed')
+ORDER BY kind
 
--- name: stats_dead
-SELECT kind, count(*) AS n FROM {prefix}jobs WHERE status = 'dead' GROUP BY kind
+-- name: finished_per_minute
+-- Jobs finished in [$1, $2) per minute and kind, from the finished jobs' index; at
+-- most the $3 most recent of them are read, so a busy hour costs a bounded read.
+SELECT date_bin('1 minute', finished_at, '2000-01-01 00:00:00+00'::timestamptz) AS minute,
+       kind, count(*) FILTER (WHERE status = 'completed') AS completed,
+       count(*) FILTER (WHERE status = 'dead') AS dead
+FROM (SELECT finished_at, kind, status FROM {prefix}jobs
+      WHERE finished_at >= $1::timestamptz AND finished_at < $2::timestamptz
+      ORDER BY finished_at DESC
+      LIMIT $3) AS recent
+GROUP BY 1, 2
+ORDER BY 1, 2
 
--- name: stats_finished
-SELECT count(*) FROM {prefix}jobs WHERE finished_at IS NOT NULL
+-- name: count_subject
+-- Counting stops at $6 rows (null: counts all): a page that only needs to know
+-- whether there are more than N pays for N.
+SELECT count(*) FROM (
+    SELECT 1 FROM {prefix}jobs
+    WHERE
+-- include: in_subtree
+      AND ($2::text IS NULL OR kind = $2)
+      AND status = ANY($3::text[])
+      AND id >= coalesce($4::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
+      AND id < coalesce($5::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)
+    LIMIT $6
+) AS capped
+
+-- name: count_between
+-- Jobs created in an id range (UUIDv7: a time range), on the primary key; counting
+-- stops at $5 rows.
+SELECT count(*) FROM (
+    SELECT 1 FROM {prefix}jobs
+    WHERE id >= coalesce($3::uuid, '00000000-0000-0000-0000-000000000000'::uuid)
+      AND id < coalesce($4::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)
+      AND ($1::text IS NULL OR kind = $1)
+      AND status = ANY($2::text[])
+    LIMIT $5
+) AS capped
+
+-- name: count_status
+-- Pending jobs on the claim index, claimed ones on the expiry index (each literal
+-- status matches its partial index, in a generic plan too), finished ones from the
+-- tally: nothing reads the finished rows. A status not asked for is not read.
+SELECT
+    (SELECT count(*) FROM {prefix}jobs
+     WHERE status = 'pending' AND 'pending' = ANY($2::text[]) AND ($1::text IS NULL OR kind = $1))
+  + (SELECT count(*) FROM {prefix}jobs
+     WHERE status = 'claimed' AND 'claimed' = ANY($2::text[]) AND ($1::text IS NULL OR kind = $1))
+  + (SELECT coalesce(sum(n), 0)::bigint FROM {prefix}tallies
+     WHERE status = ANY($2::text[]) AND ($1::text IS NULL OR kind = $1))
+
+-- name: stats
+-- One statement, one snapshot: pending jobs by kind on the claim index (runnable or
+-- not, and the oldest runnable one's visible time), claimed ones on the expiry index,
+-- finished ones from the tally (sql/0006_tallies.sql). Its cost grows with the pending
+-- and claimed jobs, not with the finished ones.
+SELECT 'pending' AS part, kind, visible_at <= {now} AS runnable, count(*) AS n,
+       min(visible_at) FILTER (WHERE visible_at <= {now}) AS oldest, 0::bigint AS entered
+FROM {prefix}jobs WHERE status = 'pending'
+GROUP BY kind, runnable
+UNION ALL
+SELECT 'claimed', kind, NULL, count(*), NULL, 0::bigint FROM {prefix}jobs WHERE status = 'claimed'
+GROUP BY kind
+UNION ALL
+SELECT status, kind, NULL, sum(n)::bigint, NULL, sum(entered)::bigint FROM {prefix}tallies
+GROUP BY status, kind
 
 -- name: oldest_runnable
 SELECT {now} - least(

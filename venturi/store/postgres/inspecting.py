@@ -6,7 +6,18 @@ import datetime as dt
 from typing import Any
 from uuid import UUID
 
-from ..base import CountFilter, Detail, FailedJob, HistoryFilter, JobRecord, JournalRecord, Snapshot
+from ..base import (
+    CountFilter,
+    Detail,
+    FailedJob,
+    FinishedMinute,
+    HistoryFilter,
+    JobRecord,
+    JournalRecord,
+    KeysetFilter,
+    Snapshot,
+    Status,
+)
 from . import rows
 from .operations import Operations
 
@@ -23,50 +34,90 @@ class Inspecting(Operations):
         return [rows.journal_entry(r) for r in found]
 
     async def query_jobs(self, filter: HistoryFilter, *, conn: Any = None) -> list[JobRecord]:
-        found = await self._fetch(
-            "query_jobs", filter.kind, filter.status.value if filter.status else None,
-            filter.finished_since, filter.finished_until, filter.before, filter.limit,
-            on=self._on(conn),
-        )
+        f, on = filter, self._on(conn)
+        status = f.status.value if f.status else None
+        if f.subject is not None:
+            found = await self._fetch(
+                "query_jobs_subject", f.subject, f.kind, status, f.finished_since,
+                f.finished_until, f.before, f.since_id, f.limit, on=on)
+        else:
+            found = await self._fetch(
+                "query_jobs", f.kind, status, f.finished_since, f.finished_until, f.before,
+                f.limit, f.since_id, on=on)
         return [rows.job(r) for r in found]
 
+    async def dead_jobs(self, filter: KeysetFilter, *, conn: Any = None) -> list[JobRecord]:
+        return await self._keyset("dead_jobs", filter, conn)
+
+    async def claimed_jobs(self, filter: KeysetFilter, *, conn: Any = None) -> list[JobRecord]:
+        return await self._keyset("claimed_jobs", filter, conn)
+
+    async def _keyset(self, name: str, f: KeysetFilter, conn: Any) -> list[JobRecord]:
+        at, last = f.after if f.after is not None else (None, None)
+        found = await self._fetch(name, f.kind, at, last, f.since_id, f.before_id, f.limit,
+                                  on=self._on(conn))
+        return [rows.job(r) for r in found]
+
+    async def periodic_jobs(self, *, conn: Any = None) -> list[JobRecord]:
+        return [rows.job(r) for r in await self._fetch("periodic_jobs", on=self._on(conn))]
+
+    async def finished_per_minute(self, since: dt.datetime, until: dt.datetime, limit: int, *,
+                                  conn: Any = None) -> list[FinishedMinute]:
+        found = await self._fetch("finished_per_minute", since, until, limit,
+                                  on=self._on(conn))
+        return [FinishedMinute(r[0], r[1], int(r[2]), int(r[3])) for r in found]
+
     async def count(self, filter: CountFilter, *, conn: Any = None) -> int:
-        statuses = [s.value for s in filter.statuses] if filter.statuses else ALL_STATUSES
-        on = self._on(conn)
-        if filter.subject is not None:
-            n = await self._val("count_subject", filter.subject, filter.kind, statuses, on=on)
-        elif filter.kind is not None:
-            n = await self._val("count_kind", filter.kind, statuses, on=on)
+        f, on = filter, self._on(conn)
+        statuses = [s.value for s in f.statuses] if f.statuses else ALL_STATUSES
+        if f.subject is not None:
+            n = await self._val("count_subject", f.subject, f.kind, statuses, f.since_id,
+                                f.before_id, f.at_most, on=on)
+        elif f.bounded:
+            n = await self._val("count_between", f.kind, statuses, f.since_id, f.before_id,
+                                f.at_most, on=on)
         else:
-            n = await self._val("count_all", statuses, on=on)
+            # Exact from the indexes and the tally; at_most only caps what it says.
+            n = int(await self._val("count_status", f.kind, statuses, on=on))
+            if f.at_most is not None:
+                n = min(n, f.at_most)
         return int(n)
 
     async def stats(self, *, conn: Any = None) -> Snapshot:
-        snap = Snapshot()
         async with self.driver.session(self._on(conn)) as ex:
-            active = await self._fetch("stats_active", on=ex)
-            dead = await self._fetch("stats_dead", on=ex)
-            finished = await self._val("stats_finished", on=ex)
+            parts = await self._fetch("stats", on=ex)
             db_now = self.clock.now() or await self._val("db_now", on=ex)
+        snap = Snapshot()
         counts = dict.fromkeys(ALL_STATUSES, 0)
-        for kind, status, runnable, n, oldest in active:
-            counts[status] += n
-            if status == "claimed":
-                snap.claimed_by_kind[kind] = snap.claimed_by_kind.get(kind, 0) + n
-            elif runnable:
-                snap.pending_by_kind[kind] = n
-                snap.oldest_pending_age[kind] = max(db_now - oldest, dt.timedelta(0))
-            else:
-                snap.scheduled_by_kind[kind] = n
-        for kind, n in dead:
-            snap.dead_by_kind[kind] = n
-        counts["dead"] = sum(snap.dead_by_kind.values())
-        counts["completed"] = int(finished) - counts["dead"]
+        for part, kind, runnable, n, oldest, entered in parts:
+            n = int(n)
+            if part == "pending":
+                counts["pending"] += n
+                if runnable:
+                    snap.pending_by_kind[kind] = n
+                    snap.oldest_pending_age[kind] = max(db_now - oldest, dt.timedelta(0))
+                else:
+                    snap.scheduled_by_kind[kind] = n
+                continue
+            counts[part] += n
+            if part == "claimed":
+                snap.claimed_by_kind[kind] = n
+                continue
+            totals = snap.completed_total_by_kind if part == Status.COMPLETED.value \
+                else snap.dead_total_by_kind
+            if entered:
+                totals[kind] = int(entered)
+            if n:
+                by_kind = snap.completed_by_kind if part == Status.COMPLETED.value \
+                    else snap.dead_by_kind
+                by_kind[kind] = n
         return Snapshot(
             pending_by_kind=snap.pending_by_kind, scheduled_by_kind=snap.scheduled_by_kind,
             oldest_pending_age=snap.oldest_pending_age, claimed=counts["claimed"],
             claimed_by_kind=snap.claimed_by_kind, dead_by_kind=snap.dead_by_kind,
-            counts_by_status=counts,
+            counts_by_status=counts, completed_by_kind=snap.completed_by_kind,
+            completed_total_by_kind=snap.completed_total_by_kind,
+            dead_total_by_kind=snap.dead_total_by_kind,
         )
 
     async def detail(self, limit: int, *, conn: Any = None) -> Detail:

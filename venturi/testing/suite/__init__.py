@@ -9,6 +9,7 @@ import pytest
 from ..fixtures import clock, queue, store
 from . import (
     claim,
+    counting,
     enqueue,
     inspection,
     journal,
@@ -17,11 +18,12 @@ from . import (
     settle,
     trace_context,
     transitions,
+    views,
 )
 
 MODULES: tuple[ModuleType, ...] = (
-    claim, enqueue, inspection, journal, recovery, regressions, settle, trace_context,
-    transitions)
+    claim, counting, enqueue, inspection, journal, recovery, regressions, settle, trace_context,
+    transitions, views)
 
 # Async tests run under pytest-asyncio, in its strict mode too.
 pytestmark = pytest.mark.asyncio

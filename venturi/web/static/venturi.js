@@ -69,15 +69,16 @@
 
   function draw(s) {
     if (!s || !s.x) { return; }
-    var tp = [s.x, s.throughput];
+    var tp = [s.x, s.completed, s.dead];
     var lagSeries = s.kinds.map(function (k, i) {
       return { label: k, stroke: PALETTE[i % PALETTE.length], width: 2 };
     });
     var lag = [s.x].concat(s.lag);
     if (!charts.tp) {
       charts.tp = build("chart-throughput",
-                        [{ label: "finished/s", stroke: PALETTE[0], width: 2,
-                           fill: "rgba(37,99,235,0.08)" }], tp);
+                        [{ label: "completed/s", stroke: PALETTE[0], width: 2,
+                           fill: "rgba(37,99,235,0.08)" },
+                         { label: "dead/s", stroke: PALETTE[1], width: 2 }], tp);
     } else {
       charts.tp.setData(tp);
     }
