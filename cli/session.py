@@ -11,6 +11,7 @@ id or kind, an --app module that does not import); 130 on Ctrl-C.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import re
 import traceback
@@ -63,6 +64,9 @@ class Session:
     prefix: str
     json: bool
     pooler: bool = False
+
+    def with_dsn(self, dsn: str) -> Session:
+        return dataclasses.replace(self, dsn=dsn)
 
     def require_dsn(self) -> str:
         if not self.dsn:

@@ -13,14 +13,31 @@ import venturi
 import venturi.logs
 from venturi.config import require_web
 
-from . import loader, output, params
-from .admin import AppOption
-from .session import USAGE, DsnOption, JsonOption, PrefixOption, fail, run_async, session
+from . import django_project, loader, output, params
+from .session import (
+    USAGE,
+    DsnOption,
+    GlobalOptions,
+    JsonOption,
+    PrefixOption,
+    fail,
+    run_async,
+    session,
+)
+
+WorkerAppOption = Annotated[str | None, typer.Option(
+    "--app", envvar="VENTURI_APP", show_default=False,
+    help="Module defining the tasks, e.g. myproject.tasks (env VENTURI_APP).")]
+DjangoOption = Annotated[str | None, typer.Option(
+    "--django", show_default=False,
+    help="Django settings module, e.g. myproject.settings: run the project's Django "
+         "tasks (its VenturiBackend's queues; DSN and prefix from its settings).")]
 
 
 def worker(
     ctx: typer.Context,
-    app: AppOption,
+    app: WorkerAppOption = None,
+    django: DjangoOption = None,
     kinds: Annotated[str | None, typer.Option(
         help="Comma-separated subset of the module's kinds (default: all of them).")] = None,
     concurrency: Annotated[int, typer.Option(min=1, max=10_000,
@@ -49,10 +66,14 @@ def worker(
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
     dsn: DsnOption = None, prefix: PrefixOption = None,
 ) -> None:
-    """Run a worker for the tasks of --app until drained (SIGTERM, `venturi drain`)."""
+    """Run a worker for the tasks of --app (and/or --django) until drained (SIGTERM,
+    `venturi drain`)."""
     # First: from here on a SIGTERM or SIGINT drains, whatever the start is doing (the
     # application's import, connecting, the boot), instead of killing the process.
     with venturi.Worker.handling_signals():
+        if app is None and django is None:
+            fail("give --app MODULE (venturi tasks) or --django SETTINGS (Django tasks)",
+                 code=USAGE)
         s = session(ctx, dsn, prefix)
         wanted = params.kinds(kinds)
         drain_grace = params.duration(grace, "--grace")
@@ -67,12 +88,21 @@ def worker(
             fail("--dashboard is served on the --http address: give --http HOST:PORT too",
                  code=USAGE)
         auth = _dashboard_auth(token, dashboard and not read_only)
+        tasks = loader.app_tasks(app) if app is not None else {}
+        queue_prefix = s.prefix
+        if django is not None:
+            glob = ctx.obj if isinstance(ctx.obj, GlobalOptions) else GlobalOptions()
+            project = django_project.load(django, prefix or glob.prefix)
+            tasks.update((cls.__task__.kind, cls) for cls in project.tasks)
+            queue_prefix = project.backend.prefix
+            if not s.dsn:
+                s = s.with_dsn(project.dsn)
         target = s.require_dsn()
-        tasks = loader.app_tasks(app)
         unknown = [k for k in wanted or [] if k not in tasks]
         if unknown:
+            source = " and ".join(x for x in (app, django) if x)
             fail(f"--kinds: unknown kind{'s' if len(unknown) > 1 else ''} "
-                 f"{', '.join(map(repr, unknown))}; {app} defines: {', '.join(tasks)}")
+                 f"{', '.join(map(repr, unknown))}; {source} defines: {', '.join(tasks)}")
 
         try:
             config = venturi.WorkerConfig(
@@ -96,13 +126,16 @@ def worker(
             async with contextlib.AsyncExitStack() as stack:
                 q: venturi.Queue | None = None
                 with venturi.Worker.cancelled_by_signal() as connecting:
-                    q = await _connect(stack, target, s.prefix, listen_dsn, s.pooler,
+                    q = await _connect(stack, target, queue_prefix, listen_dsn, s.pooler,
                                        config.max_backoff.total_seconds())
                 if connecting.cancel_called or q is None:
                     venturi.logs.get_logger("venturi.cli").info(
                         "worker_not_started", reason="signalled before it connected")
                     return 0  # nothing was claimed
-                w = venturi.Worker(q, list(tasks.values()), config=config, dashboard_auth=auth)
+                lifespan = None if django is None else django_project.lifespan(
+                    q, project.backend, config)
+                w = venturi.Worker(q, list(tasks.values()), config=config, lifespan=lifespan,
+                                   dashboard_auth=auth)
                 await w.run()
                 return w.exit_code or 0
 

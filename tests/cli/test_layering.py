@@ -13,12 +13,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 # The public package plus the helpers the CLI is meant to share with it: its config
 # helpers, logging setup, the task registry, the embedded server and examples that
-# `venturi dev` runs, the dashboard and its server that `venturi web` runs, and the
+# `venturi dev` runs, the dashboard and its server that `venturi web` runs, the
 # process-wide record of stop signals that the console script takes before anything
-# heavy is imported (venturi.cli.main).
+# heavy is imported (venturi.cli.main), and the Django project `venturi worker
+# --django` runs the tasks of.
 ALLOWED = {"venturi", "venturi.config", "venturi.logs", "venturi.task",
            "venturi.embedded", "venturi.examples", "venturi.web", "venturi.web.server",
-           "venturi.worker.signals"}
+           "venturi.worker.signals", "venturi.contrib.django.project"}
 
 
 def _imports(path: Path) -> set[str]:

@@ -27,6 +27,12 @@ class Note(venturi.Task, kind="w.note"):
         return f"noted {len(self.text)}"
 
 
+class AttachThenFail(venturi.Task, kind="w.attach-then-fail", max_failures=1):
+    async def run(self, ctx: venturi.Context) -> None:
+        ctx.attach(step="upload")
+        raise OSError("the message is not stored")
+
+
 class Pauser(venturi.Task, kind="w.pauser"):
     async def run(self, ctx: venturi.Context) -> venturi.Pause | None:
         SEEN.setdefault("pauser", []).append(ctx.carry)
@@ -125,6 +131,14 @@ async def test_return_string_is_the_note_and_attach_the_attachment(wqueue: Queue
     (entry,) = await wqueue.journal(job.id)
     assert (entry.outcome, entry.note, entry.attachment) == (Outcome.COMPLETED, "noted 5",
                                                              {"chars": 5})
+
+
+async def test_a_failed_run_keeps_what_it_attached(wqueue: Queue) -> None:
+    job = await wqueue.enqueue(AttachThenFail())
+    await drain_all(wqueue, AttachThenFail)
+    (entry,) = await wqueue.journal(job.id)
+    assert (entry.outcome, entry.note, entry.attachment) == (Outcome.DEAD, "OSError",
+                                                             {"step": "upload"})
 
 
 async def test_pause_keeps_budget_and_carries_state(wqueue: Queue) -> None:

@@ -154,7 +154,7 @@ class Executor:
         if scope.cancel_called:
             reason = held.stop_reason  # set by stop(), the only way this scope is cancelled
             if reason is StopReason.TIMEOUT:
-                return self._fail(held, cls, task, "timeout", None)
+                return self._fail(held, cls, task, "timeout", None, ctx)
             if reason is StopReason.RELEASE:
                 return self.release(held)
             return None  # cancelled or lease lost: another owner, or no row, decides
@@ -166,14 +166,14 @@ class Executor:
                 return Settlement(held.id, held.run_no, Action.KILL, note=_note(error.reason),
                                   attachment=self._attachment(ctx, held), set_carry=ok,
                                   carry=carry, successor=self.successor(cls))
-            return self._fail(held, cls, task, classify(error), error)
+            return self._fail(held, cls, task, classify(error), error, ctx)
         return self._finished(held, cls, ctx, result)
 
     def _attachment(self, ctx: Context, held: Held) -> str | None:
         return _encode(ctx.attachment, "attachment", held)[1]
 
     def _fail(self, held: Held, cls: type[Task], task: Task, note: str,
-              error: BaseException | None) -> Settlement:
+              error: BaseException | None, ctx: Context) -> Settlement:
         failures = held.record.failure_count + 1
         try:
             delay = task.backoff(failures)
@@ -187,8 +187,11 @@ class Executor:
                     failures=failures, max_failures=held.record.max_failures, error=note,
                     traceback=None if error is None else format_traceback(error))
         ok, carry = _encode(held.carry, "carry", held)
+        # What the run attached before it failed is evidence of that run, kept as a
+        # completed run's is (a Django task's result reads its attempts from it).
         return Settlement(held.id, held.run_no, Action.FAIL, note=note, delay=delay,
-                          set_carry=ok, carry=carry, successor=self.successor(cls))
+                          attachment=self._attachment(ctx, held), set_carry=ok, carry=carry,
+                          successor=self.successor(cls))
 
     def _finished(self, held: Held, cls: type[Task], ctx: Context, result: Any) -> Settlement:
         if result is None or isinstance(result, str):
