@@ -138,6 +138,7 @@ def test_drain_and_worker_option_errors(cli: Cli) -> None:
     assert "--retention completed" in worker("--retention", "completed=soon")
     assert "--grace" in worker("--grace", "x")
     assert "--log-format" in worker("--log-format", "xml")
+    assert "--maintenance" in worker("--maintenance", "sometimes")
     assert "--http" in worker("--http", "nowhere")
     assert "worker name" in worker("--name", "a/b")
     line = one_line_error(cli("worker", "--app", APP, "--kinds", "cli.echo,nope,zzz"))

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..config import parse_address
 from ..errors import ConfigError, UnknownKind
+from ..store.vacuum import VacuumPolicy
 from ..task import Task, registered
 
 RETENTION_STATUSES = ("completed", "dead")
@@ -32,6 +33,11 @@ class WorkerConfig:
 
     ``prefetch`` jobs beyond the free slots may be claimed ahead; they are
     leased, renewed and released like running ones.
+
+    ``maintenance``: when the worker vacuums the queue's tables itself, where
+    autovacuum is off or behind (docs/operations/maintenance.md); a ``VacuumPolicy``,
+    ``True`` for the default one, ``False`` or ``None`` for never (read it as
+    ``vacuum_policy``).
     """
 
     concurrency: int = 10
@@ -51,8 +57,15 @@ class WorkerConfig:
     sample_interval: timedelta = timedelta(seconds=15)
     dashboard: bool = False  # with http: the dashboard too (venturi.web)
     dashboard_read_only: bool = False  # the dashboard's views only, whatever its auth
+    maintenance: VacuumPolicy | bool | None = field(default_factory=VacuumPolicy)
+
 
     def __post_init__(self) -> None:
+        wanted = self.maintenance
+        if isinstance(wanted, bool):  # maintenance=True / False: the default policy, or none
+            object.__setattr__(self, "maintenance", VacuumPolicy() if wanted else None)
+        elif wanted is not None and not isinstance(wanted, VacuumPolicy):
+            raise ConfigError(f"maintenance must be a VacuumPolicy, True or False, got {wanted!r}")
         if not isinstance(self.concurrency, int) or not 1 <= self.concurrency <= 10_000:
             raise ConfigError(f"concurrency must be an int in 1..10000, got {self.concurrency!r}")
         if not isinstance(self.prefetch, int) or not 0 <= self.prefetch <= 10_000:
@@ -79,6 +92,11 @@ class WorkerConfig:
                               "give http (--http HOST:PORT) too")
         if self.kinds is not None and not self.kinds:
             raise ConfigError("kinds, when given, must name at least one kind")
+
+    @property
+    def vacuum_policy(self) -> VacuumPolicy | None:
+        """``maintenance`` as the policy the worker follows (None: no vacuum)."""
+        return self.maintenance if isinstance(self.maintenance, VacuumPolicy) else None
 
     @classmethod
     def from_options(cls, config: WorkerConfig | None, options: dict[str, Any]) -> WorkerConfig:

@@ -20,10 +20,10 @@ from ...config import mask_dsn
 from ...errors import ConfigError
 from .. import _connect
 from .._sql import Query
-from ..base import IdentityLock, Listener
+from ..base import IdentityLock, Listener, Maintenance
 from .asyncpg_errors import DRIVER_ERRORS, TRANSIENT_ERRORS, translate, translated
 from .asyncpg_executor import AsyncpgExecutor
-from .asyncpg_sessions import AsyncpgIdentityLock, AsyncpgListener
+from .asyncpg_sessions import AsyncpgIdentityLock, AsyncpgListener, AsyncpgMaintenance
 from .driver import SESSION_SETTINGS, Executor, Row
 from .sqlstates import line
 
@@ -278,6 +278,11 @@ class AsyncpgDriver:
                       reclaim: Query | None = None) -> IdentityLock:
         return AsyncpgIdentityLock(self._direct_dsn("the worker identity lock"), self.prefix,
                                    query, args, reclaim)
+
+    def maintenance(self, schema: str | None) -> Maintenance:
+        """The queue's own vacuum (venturi/maintenance.py) on a session of its own."""
+        return AsyncpgMaintenance(self._direct_dsn("the queue's vacuum"),
+                                  self.prefix, schema)
 
 
 __all__ = ["TRANSIENT_ERRORS", "AsyncpgDriver", "AsyncpgExecutor", "translate"]
