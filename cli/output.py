@@ -160,6 +160,7 @@ def job_json(job: venturi.JobRecord) -> dict[str, Any]:
         "claim_expires_at": timestamp(job.claim_expires_at),
         "finished_at": timestamp(job.finished_at),
         "trace_id": job.trace_id,
+        "result": job.result,
     }
 
 

@@ -190,6 +190,7 @@ def print_job(j: venturi.JobRecord, entries: list[venturi.JournalRecord]) -> Non
         ("visible", when(j.visible_at)), ("claimed by", j.claimed_by),
         ("claim expires", when(j.claim_expires_at)), ("finished", when(j.finished_at)),
         ("trace id", j.trace_id),
+        ("result", None if j.result is None else output.compact_json(j.result)),
     ])
     typer.echo()
     typer.echo(f"journal ({len(entries)} {'entry' if len(entries) == 1 else 'entries'})")

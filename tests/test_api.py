@@ -23,6 +23,8 @@ PUBLIC = [
     "GiveUp",
     "InvalidJob",
     "InvalidJobId",
+    "JobCancelled",
+    "JobFailed",
     "JobRecord",
     "JournalRecord",
     "Keep",

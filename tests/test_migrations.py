@@ -18,7 +18,8 @@ from venturi import ConfigError, MemoryStore, Queue
 from venturi.store import _sql
 from venturi.store.postgres import PostgresStore
 
-MIGRATIONS = ["0001_init.sql", "0002_storage.sql", "0005_trace.sql", "0006_tallies.sql"]
+MIGRATIONS = ["0001_init.sql", "0002_storage.sql", "0004_results.sql", "0005_trace.sql",
+              "0006_tallies.sql"]
 TABLES = {"jobs", "journal", "workers", "migrations", "tallies"}
 # Storage parameters (0001 and 0002_storage.sql): autovacuum after a small absolute
 # churn on the two queue tables, room on the workers' pages for HOT heartbeats.
@@ -126,10 +127,11 @@ async def test_migrate_creates_the_schema_once(pg_dsn: str, fresh: str) -> None:
     assert cols[("journal", "id")] == ("bigint", "NO")
     assert before["options"] == STORAGE
     assert cols[("jobs", "trace_context")] == ("jsonb", "YES")  # 0005_trace.sql
+    assert cols[("jobs", "result")] == ("jsonb", "YES")  # 0004_results.sql
     assert {c for t, c in cols if t == "jobs"} == {
         "id", "kind", "payload", "priority", "status", "created_at", "visible_at",
         "claim_expires_at", "claimed_by", "finished_at", "run_count", "failure_count",
-        "max_failures", "carry", "dedup_key", "subject", "periodic", "trace_context"}
+        "max_failures", "carry", "dedup_key", "subject", "periodic", "trace_context", "result"}
 
 
 async def test_concurrent_migrators_apply_once(pg_dsn: str, fresh: str) -> None:

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
         DatabaseUnavailable,
         InvalidJob,
         InvalidJobId,
+        JobCancelled,
+        JobFailed,
         PayloadDecodeError,
         SchemaMissing,
         TaskDefinitionError,
@@ -51,8 +53,8 @@ if TYPE_CHECKING:
 # Where each public name lives (relative to this package).
 _HOMES = {
     ".errors": ("ConfigError", "DatabaseError", "DatabaseUnavailable", "InvalidJob",
-                "InvalidJobId", "PayloadDecodeError", "SchemaMissing", "TaskDefinitionError",
-                "UnknownKind", "VenturiError"),
+                "InvalidJobId", "JobCancelled", "JobFailed", "PayloadDecodeError",
+                "SchemaMissing", "TaskDefinitionError", "UnknownKind", "VenturiError"),
     ".queue": ("Page", "Queue"),
     ".store.base": ("Detail", "Enqueued", "FailedJob", "FinishedMinute", "JobRecord",
                     "JournalRecord", "ManualClock", "Outcome", "Snapshot", "Status",
@@ -77,6 +79,8 @@ __all__ = [
     "GiveUp",
     "InvalidJob",
     "InvalidJobId",
+    "JobCancelled",
+    "JobFailed",
     "JobRecord",
     "JournalRecord",
     "Keep",

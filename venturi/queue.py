@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 from uuid import UUID
 
-from . import _codec, _pages, tracing
+from . import _codec, _pages, results, tracing
 from ._ids import uuid7, uuid7_many
 from .config import DEFAULT_PREFIX
 from .errors import InvalidJob, InvalidJobId, PayloadDecodeError, UnknownKind
@@ -83,6 +84,7 @@ class Queue:
     def __init__(self, store: Store, *, max_payload_bytes: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES):
         self.store = store
         self.max_payload_bytes = max_payload_bytes
+        self._waiters: results.Waiters | None = None  # result()'s, made on first use
 
     @property
     def prefix(self) -> str:
@@ -119,13 +121,16 @@ class Queue:
             dsn, prefix=prefix, min_size=min_size, max_size=max_size, pooler=pooler,
             listen_dsn=listen_dsn, clock=clock,
         )
+        queue = Queue(store, max_payload_bytes=max_payload_bytes)
         try:
-            yield Queue(store, max_payload_bytes=max_payload_bytes)
+            yield queue
         finally:
-            await store.close()
+            await queue.close()
 
     async def close(self) -> None:
         """Close the store (``connect`` does this on exit)."""
+        if self._waiters is not None:
+            await self._waiters.close()
         await self.store.close()
 
     async def migrate(self) -> list[str]:
@@ -356,6 +361,28 @@ class Queue:
     async def job(self, id: UUID | str, *, conn: Any = None) -> JobRecord | None:
         """The job's row, or None if there is no such job (any more)."""
         return await self.store.job(_uuid(id), conn=conn)
+
+    async def result(self, id: UUID | str, *,
+                     timeout: dt.timedelta | float | None = None,  # noqa: ASYNC109 - contract
+                     ) -> Any:
+        """The job's result (what its completing run gave ``ctx.set_result``; None if
+        it set none) once it has completed, waiting up to ``timeout`` (seconds or a
+        timedelta; None waits as long as it takes). Raises ``venturi.JobFailed`` (its
+        ``reason``: the dead entry's note) if the job died, ``venturi.JobCancelled`` if
+        it no longer exists, ``TimeoutError`` when the time is up. Woken by a
+        notification the finishing transaction sends, never by polling
+        (docs/concepts/results.md)."""
+        job_id = _uuid(id)
+        seconds = timeout.total_seconds() if isinstance(timeout, dt.timedelta) else timeout
+        if seconds is not None and seconds < 0:
+            raise ValueError("timeout must be >= 0")
+        if self._waiters is None:
+            self._waiters = results.Waiters(self.store)
+        async with asyncio.timeout(seconds):
+            job = await self._waiters.wait(job_id)
+        journal = await self.store.journal(job_id) if job is not None \
+            and job.status is Status.DEAD else []
+        return results.outcome(job_id, job, journal)
 
     async def journal(self, id: UUID | str, *, conn: Any = None) -> list[JournalRecord]:
         """The job's journal, oldest entry first (empty for an unknown job)."""

@@ -326,10 +326,12 @@ class Context:
     None when nothing traces the worker.
     """
 
-    __slots__ = ("_attachment", "_carry", "job_id", "kind", "run_no", "span", "state")
+    __slots__ = ("_attachment", "_carry", "_result", "_result_limit", "job_id", "kind",
+                 "run_no", "span", "state")
 
     def __init__(self, *, job_id: UUID, kind: str, run_no: int, carry: Any, state: Any,
-                 span: Span | None = None) -> None:
+                 span: Span | None = None,
+                 result_limit: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES) -> None:
         self.job_id = job_id
         self.kind = kind
         self.run_no = run_no
@@ -339,6 +341,8 @@ class Context:
         self.span = span
         self._carry = carry
         self._attachment: dict[str, Any] | None = None
+        self._result: str | None = None  # JSON text
+        self._result_limit = result_limit
 
     @property
     def carry(self) -> Any:
@@ -359,3 +363,18 @@ class Context:
     def attachment(self) -> dict[str, Any] | None:
         """What ``attach`` collected so far (None when nothing was attached)."""
         return self._attachment
+
+    def set_result(self, value: Any) -> None:
+        """The job's result, stored when this run completes it and returned by
+        ``queue.result(job_id)`` (docs/concepts/results.md). JSON-encodable and at
+        most the queue's payload limit: anything else raises ``InvalidJob`` here, in
+        the handler (a failed run, retried as any exception is). A later call
+        replaces an earlier one; a run that does not complete stores nothing."""
+        text = _codec.dumps(value, "result")
+        _codec.check_size(text, self._result_limit, "result")
+        self._result = text
+
+    @property
+    def result_json(self) -> str | None:
+        """The result set so far, as JSON text (None when none was set)."""
+        return self._result

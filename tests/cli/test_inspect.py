@@ -18,8 +18,8 @@ from .conftest import APP, Cli, claim, one_line_error, settle
 def test_migrate_prints_what_it_applied_then_nothing(bare: Cli) -> None:
     first = bare.ok("migrate")
     assert first.stdout.splitlines() == [
-        "applied 0001_init.sql", "applied 0002_storage.sql", "applied 0005_trace.sql",
-        "applied 0006_tallies.sql"]
+        "applied 0001_init.sql", "applied 0002_storage.sql", "applied 0004_results.sql",
+        "applied 0005_trace.sql", "applied 0006_tallies.sql"]
     second = bare.ok("migrate")
     assert "applied" not in second.stdout
     assert "up to date" in second.stdout

@@ -234,6 +234,12 @@ class Store(abc.ABC):
         """A fresh listener on the jobs and control channels."""
 
     @abc.abstractmethod
+    def listen_finished(self) -> Listener:
+        """A fresh listener on the results channel: ``("finished", ids)`` whenever jobs
+        complete, go dead or are cancelled (venturi/notices.py), sent by the
+        transaction that finished them, at its commit (docs/concepts/results.md)."""
+
+    @abc.abstractmethod
     def identity_lock(self, name: str) -> IdentityLock:
         """A lock on worker ``name`` in this queue, held on a dedicated session
         (docs/concepts/leases.md, restarts)."""
@@ -276,7 +282,8 @@ class IdentityLock(abc.ABC):
 
 
 class Listener(abc.ABC):
-    """Wake-ups from the store: ``("jobs", kind)`` or ``("control", json)``.
+    """Wake-ups from the store: ``("jobs", kind)`` or ``("control", json)`` (or, from
+    ``listen_finished``, ``("finished", ids)``).
 
     A notification is only a hint; the claim query decides what runs.
     """

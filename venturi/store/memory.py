@@ -19,7 +19,7 @@ import orjson
 from .. import _codec
 from ..config import validate_prefix
 from ..errors import ConfigError
-from ..notices import cancel_messages, encode, job_notice
+from ..notices import cancel_messages, encode, finished_messages, job_notice
 from . import lifecycle
 from .base import (
     ClaimRequest,
@@ -82,6 +82,11 @@ class MemoryStore(MemoryViews, Store):
     def _notify(self, channel: str, payload: str) -> None:
         for listener in list(self._listeners):
             listener.push(channel, payload)
+
+    def _announce_finished(self, ids: Sequence[UUID]) -> None:
+        """Tell result() waiters, as the settling statements do (notify_finished)."""
+        for message in finished_messages(ids):
+            self._notify("finished", message)
 
     def _periodic_taken(self, kind: str, ignore: UUID | None = None) -> bool:
         return any(
@@ -232,6 +237,7 @@ class MemoryStore(MemoryViews, Store):
         now = self._now()
         out: list[Settled] = []
         woke: list[JobRecord] = []
+        finished: list[UUID] = []
         for s in settlements:
             job = self._jobs.get(s.id)
             if (job is None or job.status is not Status.CLAIMED or job.claimed_by != claimed_by
@@ -242,6 +248,10 @@ class MemoryStore(MemoryViews, Store):
             job = t.apply(job, now, delay=s.delay)
             if s.set_carry:
                 job = dataclasses.replace(job, carry=_codec.loads(s.carry))
+            if t.status is Status.COMPLETED:
+                job = dataclasses.replace(job, result=_codec.loads(s.result))
+            if t.status.terminal:
+                finished.append(job.id)
             self._jobs[job.id] = job
             self._append(job, s.run_no, t.outcome, s.note, _codec.loads(s.attachment))
             if t.wakes:
@@ -254,10 +264,11 @@ class MemoryStore(MemoryViews, Store):
                         visible_at=max(next_at, now), claim_expires_at=None, claimed_by=None,
                         finished_at=None, run_count=0, failure_count=0, carry=None,
                         dedup_key=None, subject=None,
-                        trace_context=_codec.loads(s.successor_trace),
+                        trace_context=_codec.loads(s.successor_trace), result=None,
                     )
             out.append(Settled(s.id, True, t.status, t.outcome))
         self._announce(woke, now)
+        self._announce_finished(finished)
         return out
 
     async def extend_leases(
@@ -319,6 +330,7 @@ class MemoryStore(MemoryViews, Store):
 
     def _wake(self, results: Sequence[Recovered], now: dt.datetime) -> None:
         self._announce([self._jobs[r.id] for r in results], now)
+        self._announce_finished([r.id for r in results if r.status is Status.DEAD])
 
     async def next_visible_at(self, kinds: Sequence[str]) -> dt.datetime | None:
         now = self._now()
@@ -355,6 +367,7 @@ class MemoryStore(MemoryViews, Store):
             self._journal.pop(j.id, None)
         for message in cancel_messages(claimed):
             self._notify("control", encode(message))
+        self._announce_finished([j.id for j in victims if not j.status.terminal])
         return len(victims)
 
     async def retry(self, *, ids: Sequence[UUID] | None = None, kind: str | None = None) -> int:
@@ -415,6 +428,9 @@ class MemoryStore(MemoryViews, Store):
 
     def listen(self) -> Listener:
         return MemoryListener(self._listeners)
+
+    def listen_finished(self) -> Listener:
+        return MemoryListener(self._listeners, frozenset({"finished"}))
 
     def identity_lock(self, name: str) -> IdentityLock:
         return MemoryIdentityLock(self._locks, name)

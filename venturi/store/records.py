@@ -78,6 +78,9 @@ class JobRecord:
     # The W3C trace context (traceparent, tracestate) of the span that enqueued the
     # job, when tracing was on (docs/operations/tracing.md).
     trace_context: dict[str, str] | None = None
+    # What the completing run gave ``ctx.set_result`` (decoded JSON); None otherwise
+    # (docs/concepts/results.md).
+    result: Any = None
 
     @property
     def trace_id(self) -> str | None:
@@ -218,6 +221,7 @@ class Settlement:
     text) is written when ``set_carry``. For a periodic job, ``successor`` is
     the id and visible time of the next occurrence, inserted when this one
     becomes terminal, with ``successor_trace`` (JSON text) as its trace context.
+    ``result`` (JSON text) is stored when the job completes (docs/concepts/results.md).
     """
 
     id: UUID
@@ -230,6 +234,7 @@ class Settlement:
     carry: str | None = None
     successor: tuple[UUID, dt.datetime] | None = None
     successor_trace: str | None = None
+    result: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

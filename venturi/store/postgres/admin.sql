@@ -50,7 +50,13 @@ WITH gate AS (
 -- fragment: notify_cancelled
 -- After a CTE "d" (id, status) deleted jobs: the claimed ones' ids to their owners on
 -- the control channel, in chunks of $2 ids (venturi/notices.py, CANCEL_CHUNK, keeps
--- each payload under NOTIFY's 8000-byte limit). Returns how many were removed.
+-- each payload under NOTIFY's 8000-byte limit); the unfinished ones' ids to result()
+-- waiters (notify_finished: they read the job gone, cancelled). Returns how many
+-- were removed.
+finished AS (
+    SELECT id FROM d WHERE status IN ('pending', 'claimed')
+),
+-- include: notify_finished
 c AS (
     SELECT (row_number() OVER () - 1) / $2::int AS chunk, id FROM d WHERE status = 'claimed'
 ), n AS (
@@ -58,7 +64,8 @@ c AS (
                      json_build_object('op', 'cancel', 'ids', json_agg(id))::text) AS sent
     FROM c GROUP BY chunk
 )
-SELECT (SELECT count(*) FROM d) AS removed, (SELECT count(*) FROM n) AS notified
+SELECT (SELECT count(*) FROM d) AS removed, (SELECT count(*) FROM n) AS notified,
+       (SELECT n FROM finished_sent) AS announced
 
 -- fragment: redrive
 -- venturi.store.lifecycle.REDRIVE for the jobs a CTE "dead" (id) selected: pending

@@ -59,7 +59,7 @@ class Working(Operations):
                for x in s):
             for keyed in rows.by_id(s):
                 done = await self._fetch("settle_completions", claimed_by, list(keyed), rows.encode(
-                    {str(k): (x.run_no, x.note, x.attachment) for k, x in keyed.items()}))
+                    {str(k): (x.run_no, x.note, x.attachment, x.result) for k, x in keyed.items()}))
                 applied.update(((r[0], r[1]), _COMPLETED) for r in done)
         else:
             for keyed in rows.by_id(s):
@@ -68,7 +68,7 @@ class Working(Operations):
                              x.set_carry, x.carry,
                              str(x.successor[0]) if x.successor else None,
                              x.successor[1].isoformat() if x.successor else None,
-                             x.successor_trace)
+                             x.successor_trace, x.result)
                     for k, x in keyed.items()}))
                 applied.update(((r[0], r[5]), (rows.STATUS[r[1]], rows.OUTCOME[r[2]]))
                                for r in found)

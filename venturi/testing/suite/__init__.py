@@ -15,6 +15,7 @@ from . import (
     journal,
     recovery,
     regressions,
+    results,
     settle,
     trace_context,
     transitions,
@@ -22,8 +23,8 @@ from . import (
 )
 
 MODULES: tuple[ModuleType, ...] = (
-    claim, counting, enqueue, inspection, journal, recovery, regressions, settle, trace_context,
-    transitions, views)
+    claim, counting, enqueue, inspection, journal, recovery, regressions, results, settle,
+    trace_context, transitions, views)
 
 # Async tests run under pytest-asyncio, in its strict mode too.
 pytestmark = pytest.mark.asyncio
