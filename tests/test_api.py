@@ -16,6 +16,7 @@ PUBLIC = [
     "Context",
     "DatabaseError",
     "DatabaseUnavailable",
+    "Dependent",
     "Detail",
     "Enqueued",
     "FailedJob",
@@ -41,6 +42,7 @@ PUBLIC = [
     "SchemaMissing",
     "Snapshot",
     "Status",
+    "StepState",
     "SyncQueue",
     "Task",
     "TaskDefinitionError",
@@ -50,6 +52,8 @@ PUBLIC = [
     "Worker",
     "WorkerConfig",
     "WorkerInfo",
+    "Workflow",
+    "WorkflowState",
     "__version__",
 ]
 

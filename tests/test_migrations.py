@@ -20,7 +20,7 @@ from venturi.store.postgres import PostgresStore
 
 MIGRATIONS = ["0001_init.sql", "0002_storage.sql", "0004_results.sql", "0005_trace.sql",
               "0006_tallies.sql"]
-TABLES = {"jobs", "journal", "workers", "migrations", "tallies"}
+TABLES = {"jobs", "journal", "workers", "migrations", "tallies", "dependencies", "workflows"}
 # Storage parameters (0001 and 0002_storage.sql): autovacuum after a small absolute
 # churn on the two queue tables, room on the workers' pages for HOT heartbeats.
 _CHURN = {
@@ -37,7 +37,8 @@ STORAGE = {("jobs", "fillfactor", "80"), ("workers", "fillfactor", "50"), TALLY_
 INDEXES = {
     "jobs_pkey", "jobs_claim", "jobs_expiry", "jobs_dedup", "jobs_finished", "jobs_dead",
     "jobs_subject", "jobs_periodic", "journal_pkey", "journal_job", "workers_pkey",
-    "migrations_pkey", "tallies_pkey",
+    "migrations_pkey", "tallies_pkey", "dependencies_pkey", "dependencies_job",
+    "workflows_pkey",
 }
 CHECKS = {
     "jobs_priority", "jobs_status", "jobs_run_count", "jobs_failure_count", "jobs_max_failures",
@@ -118,7 +119,9 @@ async def test_migrate_creates_the_schema_once(pg_dsn: str, fresh: str) -> None:
     assert not [k for k, (t, _) in before["constraints"].items() if t == "f"]
     assert before["triggers"] == {("jobs_journal_delete", "jobs"),
                                   ("jobs_journal_truncate", "jobs")} | {
-        (f"jobs_tally_{event}", "jobs") for event in ("insert", "update", "delete", "truncate")}
+        (f"jobs_tally_{event}", "jobs") for event in ("insert", "update", "delete", "truncate")
+    } | {("jobs_dependencies_delete", "jobs"), ("jobs_follow_dependencies", "jobs"),
+         ("jobs_follow_dependencies_delete", "jobs")}  # 0004_results.sql
     cols = {(t, c): (ty, n) for t, c, ty, n in before["columns"]}
     assert cols[("jobs", "id")] == ("uuid", "NO")
     assert cols[("jobs", "payload")] == ("jsonb", "NO")
@@ -131,7 +134,8 @@ async def test_migrate_creates_the_schema_once(pg_dsn: str, fresh: str) -> None:
     assert {c for t, c in cols if t == "jobs"} == {
         "id", "kind", "payload", "priority", "status", "created_at", "visible_at",
         "claim_expires_at", "claimed_by", "finished_at", "run_count", "failure_count",
-        "max_failures", "carry", "dedup_key", "subject", "periodic", "trace_context", "result"}
+        "max_failures", "carry", "dedup_key", "subject", "periodic", "trace_context", "result",
+        "waiting", "has_dependents"}
 
 
 async def test_concurrent_migrators_apply_once(pg_dsn: str, fresh: str) -> None:

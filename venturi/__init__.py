@@ -29,7 +29,7 @@ if TYPE_CHECKING:
         UnknownKind,
         VenturiError,
     )
-    from .queue import Page, Queue
+    from .queue import Dependent, Page, Queue
     from .store.base import (
         Detail,
         Enqueued,
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from .sync import SyncQueue
     from .task import Context, GiveUp, Keep, Merge, Pause, Priority, Replace, Task, With
     from .worker import Worker, WorkerConfig
+    from .workflow import StepState, Workflow, WorkflowState
 
     __version__: str
 
@@ -55,7 +56,7 @@ _HOMES = {
     ".errors": ("ConfigError", "DatabaseError", "DatabaseUnavailable", "InvalidJob",
                 "InvalidJobId", "JobCancelled", "JobFailed", "PayloadDecodeError",
                 "SchemaMissing", "TaskDefinitionError", "UnknownKind", "VenturiError"),
-    ".queue": ("Page", "Queue"),
+    ".queue": ("Dependent", "Page", "Queue"),
     ".store.base": ("Detail", "Enqueued", "FailedJob", "FinishedMinute", "JobRecord",
                     "JournalRecord", "ManualClock", "Outcome", "Snapshot", "Status",
                     "WorkerInfo"),
@@ -64,6 +65,7 @@ _HOMES = {
     ".task": ("Context", "GiveUp", "Keep", "Merge", "Pause", "Priority", "Replace", "Task",
               "With"),
     ".worker": ("Worker", "WorkerConfig"),
+    ".workflow": ("StepState", "Workflow", "WorkflowState"),
 }
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
 
@@ -72,6 +74,7 @@ __all__ = [
     "Context",
     "DatabaseError",
     "DatabaseUnavailable",
+    "Dependent",
     "Detail",
     "Enqueued",
     "FailedJob",
@@ -97,6 +100,7 @@ __all__ = [
     "SchemaMissing",
     "Snapshot",
     "Status",
+    "StepState",
     "SyncQueue",
     "Task",
     "TaskDefinitionError",
@@ -106,6 +110,8 @@ __all__ = [
     "Worker",
     "WorkerConfig",
     "WorkerInfo",
+    "Workflow",
+    "WorkflowState",
     "__version__",
 ]
 

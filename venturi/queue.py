@@ -33,13 +33,29 @@ from .store.base import (
     Status,
     Store,
     WorkerInfo,
+    WorkflowRecord,
 )
 from .task import Keep, Priority, Replace, Task, With, lookup
+from .workflow import StepState, Workflow, WorkflowState
 
 MAX_DELAY = dt.timedelta(days=3650)
 NO_DELAY = dt.timedelta(0)
 _FOREVER = dt.datetime(9999, 1, 1, tzinfo=dt.UTC)
-JobLike = Task | tuple[str, Mapping[str, Any]]
+AFTER_FAILURE = ("fail", "run")
+
+
+@dataclass(frozen=True, slots=True)
+class Dependent:
+    """An ``enqueue_many`` item that waits for other jobs: ``task`` runs once every job
+    of ``after`` has completed. A dependency that dies or is cancelled fails it (note
+    ``dependency-failed``) unless ``after_failure="run"`` (docs/concepts/workflows.md)."""
+
+    task: Task | tuple[str, Mapping[str, Any]]
+    after: Sequence[UUID | str]
+    after_failure: str = "fail"
+
+
+JobLike = Task | tuple[str, Mapping[str, Any]] | Dependent
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,10 +165,17 @@ class Queue:
         at: dt.datetime | None = None,
         priority: Priority | int | str | None = None,
         trace_context: str | None = None,
+        after: Sequence[UUID | str] | None = None,
+        after_failure: str = "fail",
     ) -> tuple[NewJob, Task]:
         # Runs once per job of an enqueue_many: the common case (a Task, no
         # delay, at or priority override) takes the fewest steps.
+        if isinstance(item, Dependent):
+            if after is not None:
+                raise InvalidJob("give after= once: on the Dependent or the call")
+            after, after_failure, item = item.after, item.after_failure, item.task
         try:
+            parents = _after(after, after_failure)
             task = item if isinstance(item, Task) else self._as_task(item)
             options = type(task).__task__
             payload = _codec.dumps(task)
@@ -184,15 +207,16 @@ class Queue:
                         raise InvalidJob(f"{name}() must return a string without NUL characters")
                     if value is not None and not _encodable(value):
                         raise InvalidJob(f"{name}() returned a string with a lone surrogate")
-        except InvalidJob as exc:
+        except (InvalidJob, InvalidJobId) as exc:
+            reason = exc.reason if isinstance(exc, InvalidJob) else str(exc)
             if index is None:
                 raise
-            raise InvalidJob(exc.reason, index=index) from None
+            raise InvalidJob(reason, index=index) from None
         job = NewJob(
             id=id or uuid7(), kind=options.kind, payload=payload, priority=int(prio),
             max_failures=options.max_failures, delay=delay or NO_DELAY, at=at,
             dedup_key=dedup_key, subject=subject, periodic=options.periodic,
-            trace_context=trace_context,
+            trace_context=trace_context, after=parents, run_on_failure=after_failure == "run",
         )
         return job, task
 
@@ -298,24 +322,33 @@ class Queue:
         delay: dt.timedelta | None = None,
         at: dt.datetime | None = None,
         priority: Priority | int | str | None = None,
+        after: Sequence[UUID | str] | None = None,
+        after_failure: str = "fail",
         conn: Any = None,
     ) -> Enqueued:
         """Enqueue one task. With ``conn=`` (the caller's connection or session:
         docs/integrations/producers.md) the insert joins the caller's transaction
-        and workers are notified at its commit."""
+        and workers are notified at its commit. With ``after=`` (job ids) it waits,
+        pending and not claimable, until every one of them has completed; one that
+        dies or is cancelled fails it (``dependency-failed``) unless
+        ``after_failure="run"`` (docs/concepts/workflows.md)."""
         tracer = tracing.tracer()
         if tracer is None:
-            return await self._enqueue(task, delay, at, priority, conn, None)
+            return await self._enqueue(task, delay, at, priority, conn, None, after,
+                                       after_failure)
         with tracing.send(tracer, tracing.task_kinds([task])) as send:
-            result = await self._enqueue(task, delay, at, priority, conn, send)
+            result = await self._enqueue(task, delay, at, priority, conn, send, after,
+                                         after_failure)
             send.sent([result])
         return result
 
     async def _enqueue(self, task: Task, delay: dt.timedelta | None, at: dt.datetime | None,
                        priority: Priority | int | str | None, conn: Any,
-                       send: tracing.Send | None) -> Enqueued:
+                       send: tracing.Send | None, after: Sequence[UUID | str] | None = None,
+                       after_failure: str = "fail") -> Enqueued:
         job, task = self._new_job(task, delay=delay, at=at, priority=priority,
-                                  trace_context=None if send is None else send.context)
+                                  trace_context=None if send is None else send.context,
+                                  after=after, after_failure=after_failure)
         merge = self._merge_fn({job.id: task}) if job.dedup_key is not None else None
         if merge is not None and send is not None:
             merge = send.merging(merge)
@@ -347,6 +380,9 @@ class Queue:
             jobs.append(job)
             as_tasks.append(task)
         merge = None
+        if any(job.after for job in jobs) and any(job.dedup_key is not None for job in jobs):
+            raise InvalidJob("a batch with Dependent items cannot also merge by dedup key: "
+                             "enqueue those separately")
         if any(job.dedup_key is not None for job in jobs):
             merge = self._merge_fn({job.id: task for job, task in zip(jobs, as_tasks, strict=True)})
             if send is not None:
@@ -355,6 +391,36 @@ class Queue:
         if send is not None:
             send.sent(results)
         return [r.id for r in results]
+
+    async def enqueue_workflow(self, workflow: Workflow, *, conn: Any = None) -> UUID:
+        """Enqueue every step of ``workflow`` and its record in one transaction (the
+        caller's with ``conn=``); its id. A cycle, an unknown step or a bad task is a
+        ``ValueError`` before anything is written (docs/concepts/workflows.md)."""
+        steps = workflow.resolved()
+        jobs = []
+        for index, (step, task, after, after_failure, priority) in enumerate(steps):
+            try:
+                job, _ = self._new_job(task, index=index, id=step.id, priority=priority,
+                                       after=after, after_failure=after_failure)
+            except InvalidJob as exc:
+                raise InvalidJob(f"step {step.name!r}: {exc.reason}") from None
+            jobs.append(job)
+        if any(job.dedup_key is not None for job in jobs):
+            raise InvalidJob("workflow steps cannot have dedup keys")
+        record = WorkflowRecord(uuid7(), workflow.name, self._now(),
+                                [(step.name, step.id) for step, *_ in steps])
+        await self.store.enqueue_workflow(record, jobs, conn=conn)
+        return record.id
+
+    async def workflow(self, id: UUID | str, *, conn: Any = None) -> WorkflowState | None:
+        """Every step of workflow ``id`` as it is now, in the order added (None for an
+        unknown workflow)."""
+        found = await self.store.workflow(_uuid(id, what="workflow id"), conn=conn)
+        if found is None:
+            return None
+        return WorkflowState(found.id, found.name, found.created_at, [
+            StepState(name, step, sorted(found.after.get(step, [])), found.jobs.get(step))
+            for name, step in found.steps])
 
     # --- inspect ------------------------------------------------------------------------
 
@@ -376,10 +442,14 @@ class Queue:
         seconds = timeout.total_seconds() if isinstance(timeout, dt.timedelta) else timeout
         if seconds is not None and seconds < 0:
             raise ValueError("timeout must be >= 0")
-        if self._waiters is None:
-            self._waiters = results.Waiters(self.store)
-        async with asyncio.timeout(seconds):
-            job = await self._waiters.wait(job_id)
+        # A job already finished stays so: answered at once, without listening (and
+        # so even with timeout=0).
+        job = await self.store.job(job_id)
+        if not results.finished(job):
+            if self._waiters is None:
+                self._waiters = results.Waiters(self.store)
+            async with asyncio.timeout(seconds):
+                job = await self._waiters.wait(job_id)
         journal = await self.store.journal(job_id) if job is not None \
             and job.status is Status.DEAD else []
         return results.outcome(job_id, job, journal)
@@ -527,15 +597,23 @@ class Queue:
         *,
         ids: Sequence[UUID | str] | None = None,
         subject: str | None = None,
+        workflow: UUID | str | None = None,
         conn: Any = None,
     ) -> int:
-        """Delete jobs by id, or every job in ``subject``'s subtree. Running ones are
-        cancelled by their workers; side effects are not undone
-        (docs/concepts/leases.md#cancellation)."""
-        if ids is None and subject is None:
-            raise ValueError("cancel() needs ids= or subject=")
-        if ids is not None and subject is not None:
-            raise ValueError("cancel() takes ids= or subject=, not both")
+        """Delete jobs by id, every job in ``subject``'s subtree, or the unfinished steps
+        of ``workflow``. Running ones are cancelled by their workers; side effects are
+        not undone (docs/concepts/leases.md#cancellation)."""
+        given = sum(x is not None for x in (ids, subject, workflow))
+        if given == 0:
+            raise ValueError("cancel() needs ids=, subject= or workflow=")
+        if given > 1:
+            raise ValueError("cancel() takes one of ids=, subject= or workflow=")
+        if workflow is not None:
+            found = await self.store.workflow(_uuid(workflow, what="workflow id"), conn=conn)
+            if found is None:
+                return 0
+            return await self.store.cancel(ids=[step for _, step in found.steps], conn=conn,
+                                           unfinished=True)
         if ids is not None:
             return await self.store.cancel(ids=[_uuid(i) for i in ids], conn=conn)
         return await self.store.cancel(subject=normalize_subject(subject or ""), conn=conn)
@@ -570,6 +648,18 @@ class Queue:
         if finished_before.tzinfo is None:
             raise ValueError("finished_before must be timezone-aware")
         return await self.store.cleanup(CleanupCriteria(finished_before, kind, st))
+
+
+def _after(after: Sequence[UUID | str] | None, after_failure: str) -> tuple[UUID, ...]:
+    """``after=`` as ids, each once, in the order given."""
+    if after_failure not in AFTER_FAILURE:
+        raise InvalidJob(f"after_failure must be one of {', '.join(AFTER_FAILURE)}, "
+                         f"not {after_failure!r}")
+    if after is None:
+        return ()
+    if isinstance(after, str | UUID):
+        raise InvalidJob("after= takes a list of job ids")
+    return tuple(dict.fromkeys(_uuid(a, what="after= job id") for a in after))
 
 
 def _check_limit(limit: int) -> None:

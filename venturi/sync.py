@@ -189,6 +189,8 @@ class SyncQueue:
     migrate = _blocking(Queue.migrate)
     enqueue = _blocking(Queue.enqueue)
     enqueue_many = _blocking(Queue.enqueue_many)
+    enqueue_workflow = _blocking(Queue.enqueue_workflow)
+    workflow = _blocking(Queue.workflow)
     job = _blocking(Queue.job)
     journal = _blocking(Queue.journal)
     stats = _blocking(Queue.stats)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, ClassVar, Self, dataclass_transform
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, dataclass_transform
 from uuid import UUID
 
 from . import _codec
@@ -317,6 +317,14 @@ class Task:
         return result
 
 
+class ResultReader(Protocol):
+    """What ``Context.results`` reads: the store's ``dependencies`` and ``results``."""
+
+    async def dependencies(self, id: UUID) -> list[UUID]: ...
+
+    async def results(self, ids: Sequence[UUID]) -> dict[UUID, Any]: ...
+
+
 class Context:
     """What a running task sees of its job: identity, carry, attachment, state.
 
@@ -326,12 +334,13 @@ class Context:
     None when nothing traces the worker.
     """
 
-    __slots__ = ("_attachment", "_carry", "_result", "_result_limit", "job_id", "kind",
-                 "run_no", "span", "state")
+    __slots__ = ("_attachment", "_carry", "_reader", "_result", "_result_limit", "job_id",
+                 "kind", "run_no", "span", "state")
 
     def __init__(self, *, job_id: UUID, kind: str, run_no: int, carry: Any, state: Any,
                  span: Span | None = None,
-                 result_limit: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES) -> None:
+                 result_limit: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES,
+                 reader: ResultReader | None = None) -> None:
         self.job_id = job_id
         self.kind = kind
         self.run_no = run_no
@@ -343,6 +352,7 @@ class Context:
         self._attachment: dict[str, Any] | None = None
         self._result: str | None = None  # JSON text
         self._result_limit = result_limit
+        self._reader = reader  # the store, for results()
 
     @property
     def carry(self) -> Any:
@@ -373,6 +383,15 @@ class Context:
         text = _codec.dumps(value, "result")
         _codec.check_size(text, self._result_limit, "result")
         self._result = text
+
+    async def results(self, ids: Sequence[UUID] | None = None) -> dict[UUID, Any]:
+        """The results of the jobs ``ids`` that completed, by id; by default of the jobs
+        this one was enqueued after (``after=``: docs/concepts/workflows.md). A job
+        that did not complete (it failed, with ``after_failure="run"``) is absent."""
+        if self._reader is None:
+            raise RuntimeError("ctx.results() needs the worker's store (a Context of a worker)")
+        wanted = list(await self._reader.dependencies(self.job_id) if ids is None else ids)
+        return await self._reader.results(wanted)
 
     @property
     def result_json(self) -> str | None:

@@ -85,7 +85,8 @@ def test_jobs_pages_newest_first_with_a_cursor(cli: Cli) -> None:
     assert list(job) == [
         "id", "kind", "status", "priority", "priority_name", "subject", "dedup_key", "payload",
         "carry", "periodic", "run_count", "failure_count", "max_failures", "created_at",
-        "visible_at", "claimed_by", "claim_expires_at", "finished_at", "trace_id",
+        "visible_at", "claimed_by", "claim_expires_at", "finished_at", "trace_id", "result",
+        "waiting",
     ]
     assert job["payload"] == {"uri": "file:///4", "words": 1}
     assert (job["status"], job["priority_name"], job["subject"]) == ("pending", "normal",

@@ -78,7 +78,8 @@ class Query:
 
 
 # Table references (not channel names, which sit inside quotes).
-_TABLE = re.compile(r"(?<!')\{prefix\}(jobs|journal|workers|migrations|tallies)\b")
+_TABLE = re.compile(
+    r"(?<!')\{prefix\}(jobs|journal|workers|migrations|tallies|dependencies|workflows)\b")
 
 
 def quote_ident(name: str) -> str:

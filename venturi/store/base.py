@@ -47,6 +47,7 @@ from .records import (
     Snapshot,
     Status,
     WorkerInfo,
+    WorkflowRecord,
 )
 
 __all__ = [
@@ -54,8 +55,8 @@ __all__ = [
     "DatabaseClock", "Detail", "Enqueued", "FailedJob", "FinishedMinute", "HistoryFilter",
     "IdentityLock", "JobRecord", "JournalRecord", "KeysetFilter", "LeaseRenewal", "Listener",
     "ManualClock", "MergeFn", "MergeUpdate", "NewJob", "NewJobBatch", "Outcome", "Recovered",
-    "Settled", "Settlement", "Snapshot", "Status", "Store", "WorkerInfo", "check_new_job_batch",
-    "check_new_jobs",
+    "Settled", "Settlement", "Snapshot", "Status", "Store", "WorkerInfo", "WorkflowRecord",
+    "check_new_job_batch", "check_new_jobs",
 ]
 
 
@@ -84,6 +85,16 @@ class Store(abc.ABC):
         would (same checks, same errors, same wake-ups); stores override it to skip
         the per-job records."""
         await self.enqueue(batch.jobs(), conn=conn)
+
+    @abc.abstractmethod
+    async def enqueue_workflow(self, workflow: WorkflowRecord, jobs: Sequence[NewJob], *,
+                               conn: Any = None) -> None:
+        """Insert a workflow's steps (``jobs``, some waiting for others) and its record,
+        atomically (docs/concepts/workflows.md)."""
+
+    @abc.abstractmethod
+    async def workflow(self, id: UUID, *, conn: Any = None) -> WorkflowRecord | None:
+        """The workflow, with its steps' jobs still there and their edges."""
 
     @abc.abstractmethod
     async def dedup_candidate(self, kind: str, dedup_key: str) -> JobRecord | None:
@@ -160,6 +171,14 @@ class Store(abc.ABC):
     async def job(self, id: UUID, *, conn: Any = None) -> JobRecord | None: ...
 
     @abc.abstractmethod
+    async def results(self, ids: Sequence[UUID]) -> dict[UUID, Any]:
+        """The results of those of ``ids`` that completed, by id (docs/concepts/results.md)."""
+
+    @abc.abstractmethod
+    async def dependencies(self, id: UUID) -> list[UUID]:
+        """The jobs job ``id`` was enqueued after (``after=``), by id."""
+
+    @abc.abstractmethod
     async def journal(self, id: UUID, *, conn: Any = None) -> list[JournalRecord]:
         """A job's journal, oldest first."""
 
@@ -201,10 +220,12 @@ class Store(abc.ABC):
     # administering
     @abc.abstractmethod
     async def cancel(
-        self, *, ids: Sequence[UUID] | None = None, subject: str | None = None, conn: Any = None
+        self, *, ids: Sequence[UUID] | None = None, subject: str | None = None, conn: Any = None,
+        unfinished: bool = False,
     ) -> int:
         """Delete jobs by id or subject subtree; notify owners of claimed ones
-        (docs/concepts/leases.md, cancellation)."""
+        (docs/concepts/leases.md, cancellation). ``unfinished``: only those of ``ids``
+        still pending or claimed."""
 
     @abc.abstractmethod
     async def retry(self, *, ids: Sequence[UUID] | None = None, kind: str | None = None) -> int:

@@ -81,6 +81,9 @@ class JobRecord:
     # What the completing run gave ``ctx.set_result`` (decoded JSON); None otherwise
     # (docs/concepts/results.md).
     result: Any = None
+    # How many of its dependencies (``after=``) have not finished yet; a job waiting
+    # for some is pending but not visible (docs/concepts/workflows.md).
+    waiting: int = 0
 
     @property
     def trace_id(self) -> str | None:
@@ -132,6 +135,10 @@ class NewJob:
     subject: str | None = None
     periodic: bool = False
     trace_context: str | None = None  # JSON text: the enqueuing span's (venturi.tracing)
+    # The jobs it waits for (docs/concepts/workflows.md), and whether a failed one
+    # counts as finished for it (after_failure="run") instead of failing it.
+    after: tuple[UUID, ...] = ()
+    run_on_failure: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -414,3 +421,16 @@ class WorkerInfo:
     started_at: dt.datetime
     last_seen: dt.datetime
     draining: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowRecord:
+    """A workflow as stored: its steps (name, job id) in the order added, and, read with
+    it, the steps' jobs still there and what each waits for (docs/concepts/workflows.md)."""
+
+    id: UUID
+    name: str
+    created_at: dt.datetime
+    steps: list[tuple[str, UUID]]
+    jobs: dict[UUID, JobRecord] = field(default_factory=dict)
+    after: dict[UUID, list[UUID]] = field(default_factory=dict)

@@ -69,6 +69,7 @@ r AS (
     SELECT id FROM r WHERE status = 'dead'
 ),
 -- include: notify_finished
+,
 -- include: wake_pending
 SELECT id, kind, run_count, status, claimed_by, (SELECT n FROM wake) AS woke,
        (SELECT n FROM finished_sent) AS announced FROM r

@@ -73,6 +73,7 @@ WITH upd AS (
     SELECT id FROM upd WHERE status IN ('completed', 'dead')
 ),
 -- include: notify_finished
+,
 -- include: wake_pending
 -- The row's new status follows from its entry's outcome: reading it there, instead of
 -- joining the entries back to upd (a nested loop, quadratic in the batch), keeps a
@@ -112,10 +113,10 @@ SELECT job_id, run_no, (SELECT n FROM finished_sent) AS announced FROM entries
 -- (id) have finished: their ids on the results channel, comma-separated, at most 100
 -- per message (venturi/notices.py, FINISHED_CHUNK: well under NOTIFY's 8000 bytes).
 -- Sent at commit, so a waiter woken by it reads the finished row. The statement's
--- final SELECT must read n, or the CTE would not run.
+-- final SELECT must read n, or the CTE would not run; no comma after it.
 finished_sent AS (
     SELECT count(pg_notify('{prefix}results', c.ids)) AS n
     FROM (SELECT string_agg(f.id::text, ',') AS ids
           FROM (SELECT id, (row_number() OVER () - 1) / 100 AS chunk FROM finished) AS f
           GROUP BY f.chunk) AS c
-),
+)

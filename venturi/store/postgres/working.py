@@ -23,6 +23,7 @@ from ..base import (
     Status,
 )
 from ..lifecycle import Recovery
+from ..memory_dependencies import WAITING
 from . import rows
 from .operations import Operations
 
@@ -110,4 +111,6 @@ class Working(Operations):
 
     async def next_visible_at(self, kinds: Sequence[str]) -> dt.datetime | None:
         result: dt.datetime | None = await self._val("next_visible_at", list(kinds))
-        return result
+        # A job waiting for its dependencies is due at WAITING: when they finish, the
+        # statement that finishes them wakes the workers.
+        return None if result is None or result >= WAITING else result
