@@ -214,7 +214,7 @@ async def test_no_claim_ahead_of_the_slots_without_a_narrow_prefetch_window(
     claims.clear()
     Tally.started = 0
     await pgq.enqueue_many([Tally() for _ in range(100)])
-    worker = venturi.Worker(pgq, tasks=[Tally], concurrency=4)
+    worker = venturi.Worker(pgq, tasks=[Tally], concurrency=4, prefetch=0)
     await asyncio.wait_for(worker.run(until_empty=True), 30)
     assert claims and all(c.args[0].limit <= 4 for c in claims)
     assert await pgq.count(kind="ws.tally", statuses=[Status.COMPLETED]) == 200
