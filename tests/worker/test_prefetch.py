@@ -56,7 +56,7 @@ def drive(p: Prefetch, clock: FakeClock, *, rate: float, rtt: float, seconds: fl
 def test_a_fresh_worker_claims_for_its_free_slots_only() -> None:
     p = Prefetch(10, None, FakeClock())
     assert p.adaptive
-    assert p.window(nothing_running) == ClaimWindow(10, 1, False)
+    assert p.window(nothing_running) == ClaimWindow(10, 1, 0, False)
 
 
 def test_fast_jobs_open_the_window_by_what_the_round_trip_justifies() -> None:
@@ -66,8 +66,18 @@ def test_fast_jobs_open_the_window_by_what_the_round_trip_justifies() -> None:
     assert p.rate == pytest.approx(20_000, rel=0.01)
     low = math.ceil(p.rate * p.rtt)  # runs ended during one round trip: about 20
     assert 20 <= low <= 21
-    assert window.capacity == 10 + 2 * low
-    assert window.overlap and window.floor == 10 + 2 * low - low
+    assert window == ClaimWindow(10 + 3 * low, 10 + 3 * low, low, True)
+    # The next claim goes out once no more than a round trip's worth is buffered.
+    assert window.claim_now(active=10 + low + 1, buffered=low + 1) == 0
+    assert window.claim_now(active=10 + low, buffered=low) == 2 * low
+
+
+def test_a_fixed_window_claims_once_the_window_is_free_or_the_buffer_empty() -> None:
+    window = ClaimWindow.of(4, 3)
+    assert window.claim_now(active=5, buffered=1) == 0  # 2 free: less than the window
+    assert window.claim_now(active=4, buffered=1) == 3
+    assert window.claim_now(active=5, buffered=0) == 2
+    assert window.claim_now(active=7, buffered=0) == 0
 
 
 def test_the_window_holds_no_more_than_20_ms_of_work_at_the_rate_seen() -> None:
@@ -90,7 +100,7 @@ def test_a_slow_kind_bounds_the_window_as_if_every_job_were_that_slow(
     window = p.window(nothing_running)
     assert window.capacity - 10 == ahead
     if ahead == 0:
-        assert window == ClaimWindow(10, 1, False)
+        assert window == ClaimWindow(10, 1, 0, False)
 
 
 def test_a_run_going_on_for_long_closes_the_window_before_it_ends() -> None:
@@ -101,7 +111,7 @@ def test_a_run_going_on_for_long_closes_the_window_before_it_ends() -> None:
     clock.now += 0.1  # one run has been going for 100 ms: 4 × 20 ms / 100 ms < 1
     for _ in range(2000):  # while others keep the rate up
         p.ran("k", 0.0001)
-    assert p.window(lambda: [started, clock.now]) == ClaimWindow(4, 1, False)
+    assert p.window(lambda: [started, clock.now]) == ClaimWindow(4, 1, 0, False)
 
 
 def test_an_idle_spell_closes_the_window() -> None:
@@ -111,7 +121,7 @@ def test_an_idle_spell_closes_the_window() -> None:
     p = Prefetch(10, None, clock)
     assert drive(p, clock, rate=20_000, rtt=0.001, seconds=0.3).capacity > 10
     clock.now += 1.0
-    assert p.window(nothing_running) == ClaimWindow(10, 1, False)
+    assert p.window(nothing_running) == ClaimWindow(10, 1, 0, False)
 
 
 @pytest.mark.parametrize("fixed", [0, 3, 40])

@@ -59,9 +59,9 @@ class Claimer:
     def wants_turn(self) -> bool:
         """Whether a slot about to start a job should let the next claim go out first
         (``ClaimWindow.overlap``)."""
-        window = self._prefetch.current
+        window, held = self._prefetch.current, self._held
         return (window.overlap and not self.claiming and self._claim_wanted.is_set()
-                and window.capacity - self._held.active >= window.floor)
+                and window.claim_now(held.active, held.inbox.qsize()) > 0)
 
     def _running_since(self) -> list[float]:
         return [h.started for h in self._held.by_id.values()
@@ -78,11 +78,9 @@ class Claimer:
             if self._stop.is_set():
                 return False
             window = prefetch.window(self._running_since)
-            free = window.capacity - held_jobs.active
-            if free <= 0:
-                continue
-            if free < window.floor and held_jobs.inbox.qsize():
-                continue  # the slots have buffered work: wait for a worthwhile batch
+            free = window.claim_now(held_jobs.active, held_jobs.inbox.qsize())
+            if not free:
+                continue  # no room, or the slots have buffered work: wait for a worthwhile batch
             settled_before = settler.written
             try:
                 # The flush-first wait only exists after an outage; its stop guard costs a

@@ -11,8 +11,9 @@ justifies, bounded by how long a buffered job may wait (docs/concepts/leases.md,
   that time, at the rate observed and as if every job took as long as the slowest
   kind's runs so far (or the oldest run still going). A kind whose runs take longer
   than the bound times the concurrency is not prefetched at all.
-- within it, twice the jobs the slots run during one claim's round trip: the next
-  claim goes out while that many are still buffered, and returns before they run out.
+- within it, three times the jobs the slots run during one claim's round trip: the
+  next claim goes out while a round trip's worth is still buffered, and returns before
+  they run out, with about two round trips' worth.
 
 ``prefetch=N`` fixes the window at ``N`` (0: claim only for free slots).
 """
@@ -33,32 +34,40 @@ MAX_AHEAD = 10_000  # the largest window, fixed or adaptive (as WorkerConfig all
 class ClaimWindow:
     """How many claims a worker may hold, and when the next claim may go out early.
 
-    With a window, the next claim goes out while buffered jobs still wait: once
-    ``floor`` claims are free, a slot about to start a job yields to the claimer first
-    (``overlap``), so the claim's round trip overlaps runs instead of alternating with
-    them. A fixed window leaves about ``concurrency`` jobs buffered when it does so:
-    that hides a round trip only when the slots are at least as many as the window
-    (docs/benchmarks.md, "The next claim overlaps the buffered jobs"), so it is off for
-    wider fixed windows. The adaptive window sends it while ``low`` jobs are left: the
-    jobs the slots run during one round trip.
+    The claimer claims ``capacity`` minus what it holds, once at least ``floor`` are
+    free or no more than ``low`` jobs are left waiting for a slot. With ``overlap``, a
+    slot about to start a job yields to the claimer first when that holds, so the
+    claim's round trip overlaps runs instead of alternating with them.
+
+    A fixed window (``prefetch=N``) sends the claim once the window is free: it leaves
+    about ``concurrency`` jobs buffered, which hides a round trip only when the slots
+    are at least as many as the window (docs/benchmarks.md, "The next claim overlaps the
+    buffered jobs"), so overlap is off for wider fixed windows. The adaptive window
+    sends it while ``low`` jobs are left: those the slots run during one round trip.
     """
 
     capacity: int  # slots plus the prefetch window
-    floor: int  # with jobs buffered, claim no fewer than this
+    floor: int  # with more than ``low`` jobs buffered, claim no fewer than this
+    low: int  # ... or claim as soon as no more than this many are buffered
     overlap: bool
 
     @classmethod
     def of(cls, concurrency: int, prefetch: int) -> ClaimWindow:
         """A fixed window of ``prefetch`` jobs."""
-        return cls(concurrency + prefetch, max(1, prefetch), 0 < prefetch <= concurrency)
+        return cls(concurrency + prefetch, max(1, prefetch), 0, 0 < prefetch <= concurrency)
 
     @classmethod
     def ahead(cls, concurrency: int, ahead: int, low: int) -> ClaimWindow:
         """An adaptive window of ``ahead`` jobs, the next claim sent at ``low`` left."""
         if ahead <= 0:
-            return cls(concurrency, 1, False)
-        capacity = concurrency + ahead
-        return cls(capacity, max(1, capacity - max(concurrency, low)), True)
+            return cls(concurrency, 1, 0, False)
+        return cls(concurrency + ahead, concurrency + ahead, min(low, ahead), True)
+
+    def claim_now(self, active: int, buffered: int) -> int:
+        """How many to claim now, holding ``active`` claims of which ``buffered`` wait
+        for a slot: 0 when the next claim should wait."""
+        free = self.capacity - active
+        return free if free > 0 and (free >= self.floor or buffered <= self.low) else 0
 
 
 class Prefetch:
@@ -110,7 +119,7 @@ class Prefetch:
             self.rate += (observed - self.rate) * (1 - math.exp(-elapsed / RATE_HORIZON))
             self._at, self._seen = now, self._ended
         low = math.ceil(self.rate * self.rtt)
-        ahead = min(2 * low, int(self.rate * WAIT_BOUND), MAX_AHEAD)
+        ahead = min(3 * low, int(self.rate * WAIT_BOUND), MAX_AHEAD)
         if ahead > 0:
             slowest = max(self._slowest.values(), default=0.0)
             oldest = min(running_since(), default=now)
