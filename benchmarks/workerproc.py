@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 
@@ -51,7 +52,7 @@ async def main(mode: str, dsn: str, prefix: str, concurrency: int) -> None:
             return
         task = Sleepy if mode == "worker-sleepy" else Noop
         worker = None if mode == "raw" else Worker(queue, tasks=[task],
-                                                   concurrency=concurrency)
+                                                   concurrency=concurrency, **prefetch())
         print("ready", flush=True)
         if await _line() != "go":
             return
@@ -65,6 +66,13 @@ async def main(mode: str, dsn: str, prefix: str, concurrency: int) -> None:
         await _line()
     if provider is not None:
         provider.shutdown()  # after "done": the export thread's last batch is not timed
+
+
+def prefetch() -> dict[str, int]:
+    """The defaults, unless ``VENTURI_BENCH_PREFETCH`` fixes the window (for comparisons
+    by hand; no scenario sets it)."""
+    value = os.environ.get("VENTURI_BENCH_PREFETCH")
+    return {} if value is None else {"prefetch": int(value)}
 
 
 async def probe(worker: Worker) -> None:

@@ -473,10 +473,12 @@ async def _processes(bench: Bench, mode: str, prefix: str, count: int,
             await c.close()
 
 
+# pg_stat_activity keeps the first track_activity_query_size bytes (1 kB by default) of
+# a statement: the claim's first CTEs, which name the table.
 CLAIM_WAITS = """
 SELECT coalesce(wait_event_type || ':' || wait_event, 'on CPU') FROM pg_stat_activity
-WHERE state = 'active' AND pid <> pg_backend_pid() AND query LIKE '%SKIP LOCKED%'
-  AND query LIKE '%' || $1 || 'jobs%' AND query LIKE '%claimed_by = $7%'
+WHERE state = 'active' AND pid <> pg_backend_pid() AND query LIKE 'WITH kinds AS (%'
+  AND query LIKE '%' || $1 || 'jobs%SKIP LOCKED%'
 """
 
 
