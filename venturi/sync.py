@@ -162,11 +162,11 @@ class SyncQueue:
             if not results.finished(job):
                 raise TimeoutError(f"job {job_id} did not finish within the timeout")
             return self._outcome(job_id, job)
-        channel = f"{self.prefix}results"
+        listen = self.store._q["listen_results"]  # type: ignore[attr-defined]
         delay = 0.05
         while True:
             try:
-                with driver.blocking_listener(channel) as listener:  # type: ignore[union-attr]
+                with driver.blocking_listener(listen) as listener:  # type: ignore[union-attr]
                     # Read once LISTEN is active: a job that finished before is seen
                     # here, one that finishes later is announced to us.
                     job = self.job(job_id)

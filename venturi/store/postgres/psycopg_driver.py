@@ -137,11 +137,12 @@ class PsycopgDriver:
     def listener(self, channels: Mapping[str, str]) -> Listener:
         raise ConfigError(f"listening for notifications {WORKER_ONLY}")
 
-    def blocking_listener(self, channel: str) -> BlockingListener:
-        """A blocking LISTEN on ``channel``, on a connection of its own (SyncQueue.result)."""
+    def blocking_listener(self, listen: Query) -> BlockingListener:
+        """A blocking LISTEN (the statement ``listen``), on a connection of its own
+        (SyncQueue.result)."""
         conninfo = self.pool.conninfo
         dsn = self.dsn or (conninfo if isinstance(conninfo, str) else conninfo())
-        return BlockingListener(dsn, self.prefix, channel)
+        return BlockingListener(dsn, self.prefix, listen)
 
     def identity_lock(self, query: Query, args: Sequence[Any], *,
                       reclaim: Query | None = None) -> IdentityLock:

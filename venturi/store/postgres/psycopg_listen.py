@@ -10,25 +10,26 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
+from .._sql import Query
 from .psycopg_errors import translated
 
 
 class BlockingListener:
-    """``with BlockingListener(dsn, prefix, channel) as listener: listener.wait(5)``.
-    Driver errors come out translated (a lost connection is ``DatabaseUnavailable``)."""
+    """``with BlockingListener(dsn, prefix, listen) as listener: listener.wait(5)``, where
+    ``listen`` is the LISTEN statement (``listen_results``). Driver errors come out
+    translated (a lost connection is ``DatabaseUnavailable``)."""
 
-    def __init__(self, dsn: str, prefix: str, channel: str) -> None:
+    def __init__(self, dsn: str, prefix: str, listen: Query) -> None:
         self._dsn = dsn
         self._prefix = prefix
-        self._channel = channel
+        self._listen = listen
         self._conn: psycopg.Connection[Any] | None = None
 
     def __enter__(self) -> BlockingListener:
         with translated(self._prefix, self._dsn):
             self._conn = psycopg.connect(self._dsn, autocommit=True)
-            self._conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
+            self._conn.execute(self._listen.sql)
         return self
 
     def __exit__(self, *exc: object) -> None:
