@@ -169,7 +169,8 @@ async def fresh_prefix(dsn: str) -> AsyncIterator[str]:
 
 def drop_statements(prefix: str, *extra_tables: str) -> list[str]:
     """What removes a prefix's queue: its tables (and ``extra_tables``) and functions."""
-    tables = (*extra_tables, "journal", "jobs", "workers", "migrations", "tallies")
+    tables = (*extra_tables, "journal", "jobs", "workers", "migrations", "tallies", "kinds",
+              "kind_starts")
     return [*(f"DROP TABLE IF EXISTS {prefix}{t} CASCADE" for t in tables),
             f"DROP FUNCTION IF EXISTS {prefix}tally_jobs()"]
 

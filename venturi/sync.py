@@ -158,6 +158,10 @@ class SyncQueue:
     cancel = _blocking(Queue.cancel)
     retry = _blocking(Queue.retry)
     cleanup = _blocking(Queue.cleanup)
+    pause = _blocking(Queue.pause)
+    resume = _blocking(Queue.resume)
+    set_limits = _blocking(Queue.set_limits)
+    kinds = _blocking(Queue.kinds)
 
 
 def _psycopg_driver() -> type[PsycopgDriver]:

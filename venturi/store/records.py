@@ -78,6 +78,8 @@ class JobRecord:
     # The W3C trace context (traceparent, tracestate) of the span that enqueued the
     # job, when tracing was on (docs/operations/tracing.md).
     trace_context: dict[str, str] | None = None
+    # The partition of its kind's limits (Task.limit_key(), docs/concepts/flow-control.md).
+    limit_key: str | None = None
 
     @property
     def trace_id(self) -> str | None:
@@ -129,6 +131,7 @@ class NewJob:
     subject: str | None = None
     periodic: bool = False
     trace_context: str | None = None  # JSON text: the enqueuing span's (venturi.tracing)
+    limit_key: str | None = None  # the partition of its kind's limits
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,9 +7,10 @@
 -- One row, one round trip. The wake-up is computed in RETURNING: no CTE to
 -- materialise and scan back (docs/benchmarks.md, producer paths).
 INSERT INTO {prefix}jobs (id, kind, payload, priority, created_at, visible_at,
-                          max_failures, carry, dedup_key, subject, periodic, trace_context)
+                          max_failures, carry, dedup_key, subject, periodic, trace_context,
+                          limit_key)
 VALUES ($2, $3, $4::text::jsonb, $5, {now}, coalesce($7::timestamptz, {now} + $6::interval),
-        $8, $9::text::jsonb, $10, $11, $12, $13::text::jsonb)
+        $8, $9::text::jsonb, $10, $11, $12, $13::text::jsonb, $14)
 RETURNING
 -- include: job_notice
 
@@ -18,16 +19,17 @@ RETURNING
 -- An optional column may come as one NULL array (unnest pads it with NULLs).
 WITH pending AS (
     INSERT INTO {prefix}jobs (id, kind, payload, priority, created_at, visible_at,
-                              max_failures, carry, dedup_key, subject, periodic, trace_context)
+                              max_failures, carry, dedup_key, subject, periodic, trace_context,
+                              limit_key)
     SELECT i.id, i.kind, i.payload::jsonb, i.priority, {now},
            coalesce(i.at, {now} + coalesce(i.delay, interval '0')),
            i.max_failures, i.carry::jsonb, i.dedup_key, i.subject, coalesce(i.periodic, false),
-           i.trace_context::jsonb
+           i.trace_context::jsonb, i.limit_key
     FROM unnest($2::uuid[], $3::text[], $4::text[], $5::int2[], $6::interval[],
                 $7::timestamptz[], $8::int4[], $9::text[], $10::text[], $11::text[], $12::bool[],
-                $13::text[])
+                $13::text[], $14::text[])
          AS i(id, kind, payload, priority, delay, at, max_failures, carry, dedup_key, subject,
-              periodic, trace_context)
+              periodic, trace_context, limit_key)
     RETURNING kind, visible_at
 ),
 -- include: wake_pending

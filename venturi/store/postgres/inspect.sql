@@ -174,7 +174,8 @@ LIMIT $1
 -- conn=, may decode jsonb its own way: SQLAlchemy's engines do).
 j.id, j.kind, j.payload::text, j.priority, j.status, j.created_at, j.visible_at,
 j.claim_expires_at, j.claimed_by, j.finished_at, j.run_count, j.failure_count,
-j.max_failures, j.carry::text, j.dedup_key, j.subject, j.periodic, j.trace_context::text
+j.max_failures, j.carry::text, j.dedup_key, j.subject, j.periodic, j.trace_context::text,
+j.limit_key
 
 -- fragment: in_subtree
 -- The subject $1's literal subtree: the subject itself or anything below

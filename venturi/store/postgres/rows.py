@@ -58,6 +58,7 @@ def job(r: Row) -> JobRecord:
         finished_at=r[9], run_count=r[10], failure_count=r[11], max_failures=r[12],
         carry=None if carry is None else json_value(carry), dedup_key=r[14],
         subject=r[15], periodic=r[16], trace_context=None if trace is None else json_value(trace),
+        limit_key=r[18],
     )
 
 

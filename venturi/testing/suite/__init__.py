@@ -11,6 +11,7 @@ from . import (
     claim,
     counting,
     enqueue,
+    flow,
     inspection,
     journal,
     recovery,
@@ -22,8 +23,8 @@ from . import (
 )
 
 MODULES: tuple[ModuleType, ...] = (
-    claim, counting, enqueue, inspection, journal, recovery, regressions, settle, trace_context,
-    transitions, views)
+    claim, counting, enqueue, flow, inspection, journal, recovery, regressions, settle,
+    trace_context, transitions, views)
 
 # Async tests run under pytest-asyncio, in its strict mode too.
 pytestmark = pytest.mark.asyncio
