@@ -184,7 +184,7 @@ def statements() -> list[Statement]:
         Statement("claim_limited", "a worker taking up to 100 jobs of two limited kinds "
                   "(concurrency 500; 1,000 a minute), under lock_kinds",
                   (KINDS[:2], [LEASE] * 2, 100, 10, 5, "bench-worker/boot"),
-                  ("jobs_claim", "jobs_claimed_kind"),
+                  ("jobs_claim", "jobs_expiry"),
                   setup="INSERT INTO {prefix}kinds (kind, code_concurrency, code_rate_count,"
                         " code_rate_period) VALUES ('embed', 500, NULL, NULL),"
                         " ('summarize', NULL, 1000, interval '1 minute')"),

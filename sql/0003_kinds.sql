@@ -23,10 +23,9 @@ CREATE TABLE IF NOT EXISTS {prefix}kinds (
 -- Nullable without a default, so adding it rewrites no row.
 ALTER TABLE {prefix}jobs ADD COLUMN IF NOT EXISTS limit_key text;
 
--- Claimed jobs per kind and key: what a limited claim counts against `concurrency`.
--- Only claimed rows are in it, so it is as small as the work in flight.
-CREATE INDEX IF NOT EXISTS {prefix}jobs_claimed_kind
-    ON {prefix}jobs (kind, limit_key) WHERE status = 'claimed';
+-- A limited claim counts its kinds' claimed jobs through the partial index of claimed
+-- rows (jobs_expiry, 0001_init.sql), as small as the work in flight: no index of its
+-- own, which every claim and settlement of every kind would pay for.
 
 -- The claims of rate-limited kinds inside their window: one row per claimed job,
 -- written by the claim that took it and pruned by the next claims of its kind once

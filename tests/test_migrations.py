@@ -37,7 +37,7 @@ STORAGE = {("jobs", "fillfactor", "80"), ("workers", "fillfactor", "50"), TALLY_
 INDEXES = {
     "jobs_pkey", "jobs_claim", "jobs_expiry", "jobs_dedup", "jobs_finished", "jobs_dead",
     "jobs_subject", "jobs_periodic", "journal_pkey", "journal_job", "workers_pkey",
-    "migrations_pkey", "tallies_pkey", "kinds_pkey", "jobs_claimed_kind", "kind_starts_window",
+    "migrations_pkey", "tallies_pkey", "kinds_pkey", "kind_starts_window",
 }
 CHECKS = {
     "jobs_priority", "jobs_status", "jobs_run_count", "jobs_failure_count", "jobs_max_failures",
