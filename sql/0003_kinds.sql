@@ -27,14 +27,16 @@ ALTER TABLE {prefix}jobs ADD COLUMN IF NOT EXISTS limit_key text;
 -- rows (jobs_expiry, 0001_init.sql), as small as the work in flight: no index of its
 -- own, which every claim and settlement of every kind would pay for.
 
--- The claims of rate-limited kinds inside their window: one row per claimed job,
--- written by the claim that took it and pruned by the next claims of its kind once
--- older than the window (a sliding log, not a counter: "no window of the stated
--- length holds more than N claims" is checked exactly).
+-- The claims of rate-limited kinds inside their window: one row per claim statement
+-- and partition (`n` jobs claimed at `claimed_at`), written by the claim that took
+-- them and pruned by the next claims of its kind once older than the window (a sliding
+-- log, not a counter: "no window of the stated length holds more than N claims" is
+-- checked exactly).
 CREATE TABLE IF NOT EXISTS {prefix}kind_starts (
     kind       text        NOT NULL,
     limit_key  text,
-    claimed_at timestamptz NOT NULL
+    claimed_at timestamptz NOT NULL,
+    n          integer     NOT NULL CONSTRAINT {prefix}kind_starts_n CHECK (n >= 1)
 );
 CREATE INDEX IF NOT EXISTS {prefix}kind_starts_window
     ON {prefix}kind_starts (kind, claimed_at);

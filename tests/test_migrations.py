@@ -43,6 +43,7 @@ CHECKS = {
     "jobs_priority", "jobs_status", "jobs_run_count", "jobs_failure_count", "jobs_max_failures",
     "jobs_claim_shape", "jobs_finish_shape", "journal_outcome", "tallies_status",
     "kinds_concurrency", "kinds_rate_count", "kinds_rate_period", "kinds_rate_shape",
+    "kind_starts_n",
 }
 
 

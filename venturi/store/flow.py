@@ -134,9 +134,11 @@ class LimitedClaim:
     stopped short for a reason that the next claim does not have (claim again at once);
     ``held``, after a short claim, the kinds with a partition out of room and why
     (``"concurrency"`` or ``"rate"``); ``retry_at`` the earliest time a full rate window
-    frees budget (a timer, not a poll)."""
+    frees budget (a timer, not a poll); ``near``, the kinds it left with a partition
+    more than half used or full (whose settlements other workers may wait for)."""
 
     jobs: list[JobRecord] = field(default_factory=list)
     more: bool = False
     retry_at: dt.datetime | None = None
     held: tuple[tuple[str, str], ...] = ()
+    near: frozenset[str] = frozenset()

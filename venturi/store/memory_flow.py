@@ -129,11 +129,16 @@ class MemoryFlow(MemoryViews):
         for j in jobs:
             if limits[j.kind].rate is not None:
                 self._starts.append((j.kind, j.limit_key, now))
+        near = set()
+        for (kind, key), n in taken.items():
+            most = _least(limits[kind].concurrency, _count(limits[kind]))
+            left = room.get((kind, key), most)
+            if left is not None and most is not None and 2 * (left - n) < most:
+                near.add(kind)
         if len(jobs) >= request.limit:
-            return LimitedClaim(jobs, more=len(found) > len(jobs))
-        room = self._room(limits, now)
+            return LimitedClaim(jobs, more=len(found) > len(jobs), near=frozenset(near))
         held = set()
-        for (kind, key), left in room.items():
+        for (kind, key), left in self._room(limits, now).items():
             if left > 0:
                 continue
             lim = limits[kind]
@@ -146,7 +151,8 @@ class MemoryFlow(MemoryViews):
                     and at > now - lim.rate.period) >= lim.rate.count:
                 held.add((kind, "rate"))
         return LimitedClaim(jobs, more=len(found) > len(jobs),
-                            retry_at=self._retry_at(limits, now), held=tuple(sorted(held)))
+                            retry_at=self._retry_at(limits, now), held=tuple(sorted(held)),
+                            near=frozenset(near))
 
     def _paused(self, kind: str) -> bool:
         k = self._kinds.get(kind)

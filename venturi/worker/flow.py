@@ -43,6 +43,9 @@ class Flow:
         self.blocked = False  # the last limited claim came back short: wait for a wake-up
         self._retry_at: float | None = None  # loop time a rate window frees budget
         self._freed: set[str] = set()  # limited kinds this worker settled, to announce
+        # Limited kinds near their limit as this worker last claimed them: only their
+        # settlements are announced (a kind far from its limit has nobody waiting).
+        self._binding: set[str] = set()
         self._announce = asyncio.Event()
 
     # --- what the claimer asks -----------------------------------------------------------
@@ -76,13 +79,23 @@ class Flow:
             self._retry_at = anyio.current_time() + max(delay, 0.0)
 
     @property
+    def announcing(self) -> bool:
+        """Whether settlements may have budget to announce (a kind near its limit)."""
+        return bool(self._binding)
+
+    @property
     def waiting(self) -> bool:
         """Blocked until a rate window frees budget (runnable work is waiting for it)."""
         return self.blocked and self._retry_at is not None
 
     def observe(self, got: LimitedClaim, plain: list[JobRecord]) -> None:
-        """Count what held kinds back, and how long a held kind waited once it is claimed
-        again (``venturi_kind_limited_total``, ``venturi_kind_limited_wait_seconds``)."""
+        """After a claim: which limited kinds are near their limit (their settlements
+        are announced), what held kinds back, and how long a held kind waited once it is
+        claimed again (``venturi_kind_limited_total``,
+        ``venturi_kind_limited_wait_seconds``)."""
+        near = got.near | {kind for kind, _ in got.held}
+        self._binding -= {j.kind for j in got.jobs} - near
+        self._binding |= near
         now = anyio.current_time()
         for kind, why in got.held:
             self._metrics.kind_limited.labels(kind, why).inc()
@@ -140,8 +153,8 @@ class Flow:
             self.unblock()
 
     def settled(self, kinds: Iterable[str]) -> None:
-        """This worker settled jobs of these kinds: announce the limited ones."""
-        freed = [k for k in kinds if k in self.limited]
+        """This worker settled jobs of these kinds: announce those near their limit."""
+        freed = [k for k in kinds if k in self._binding]
         if freed:
             self._freed.update(freed)
             self._announce.set()

@@ -147,7 +147,7 @@ class Worker:
     def _on_settled(self, batch: list[Settlement], results: list[Settled]) -> None:
         """A committed settle batch: recorded, and the budget it freed in limited kinds
         announced to the other workers (docs/concepts/flow-control.md)."""
-        if self._flow.limited:
+        if self._flow.announcing:
             held = self._held.by_id
             self._flow.settled({h.kind for x in batch if (h := held.get(x.id)) is not None})
         self._outcomes.record(batch, results)

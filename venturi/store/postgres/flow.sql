@@ -59,7 +59,7 @@ SELECT n.kind, coalesce(s.paused, false), s.concurrency, s.rate_count, s.rate_pe
        s.code_concurrency, s.code_rate_count, s.code_rate_period,
        (SELECT count(*) FROM {prefix}jobs AS j WHERE j.status = 'pending' AND j.kind = n.kind),
        (SELECT count(*) FROM {prefix}jobs AS j WHERE j.status = 'claimed' AND j.kind = n.kind),
-       (SELECT count(*) FROM {prefix}kind_starts AS w WHERE w.kind = n.kind
+       (SELECT coalesce(sum(w.n), 0) FROM {prefix}kind_starts AS w WHERE w.kind = n.kind
           AND w.claimed_at > {now} - CASE WHEN s.rate_count IS NOT NULL THEN s.rate_period
                                           ELSE s.code_rate_period END)
 FROM named AS n LEFT JOIN {prefix}kinds AS s ON s.kind = n.kind
@@ -101,7 +101,7 @@ WITH t AS (
         WHERE j.status = 'claimed'
         GROUP BY j.kind, j.limit_key
         UNION ALL
-        SELECT w.kind, w.limit_key, 0, count(*)
+        SELECT w.kind, w.limit_key, 0, sum(w.n)
         FROM {prefix}kind_starts AS w JOIN k ON k.kind = w.kind AND k.rate_n IS NOT NULL
         WHERE w.claimed_at > (SELECT now FROM t) - k.per
         GROUP BY w.kind, w.limit_key
@@ -165,14 +165,15 @@ WITH t AS (
     SELECT j.id, j.kind, j.limit_key, k.rate_n,
            row_number() OVER (PARTITION BY j.kind, j.limit_key
                               ORDER BY j.priority, j.visible_at, j.id) AS rn,
-           coalesce(r.room, least(k.conc, k.rate_n)) AS room
+           coalesce(r.room, least(k.conc, k.rate_n)) AS room, least(k.conc, k.rate_n) AS lim
     FROM found AS f JOIN {prefix}jobs AS j ON j.id = f.id JOIN k ON k.kind = j.kind
     LEFT JOIN room AS r ON r.kind = j.kind AND r.limit_key IS NOT DISTINCT FROM j.limit_key
 ), picked AS (
     SELECT id, kind, limit_key, rate_n FROM ranked WHERE room IS NULL OR rn <= room
 ), logged AS (
-    INSERT INTO {prefix}kind_starts (kind, limit_key, claimed_at)
-    SELECT kind, limit_key, (SELECT now FROM t) FROM picked WHERE rate_n IS NOT NULL
+    INSERT INTO {prefix}kind_starts (kind, limit_key, claimed_at, n)
+    SELECT kind, limit_key, (SELECT now FROM t), count(*) FROM picked WHERE rate_n IS NOT NULL
+    GROUP BY kind, limit_key
 )
 UPDATE {prefix}jobs AS j SET
     status = 'claimed',
@@ -183,7 +184,11 @@ FROM picked, k
 WHERE j.id = picked.id AND k.kind = j.kind
 RETURNING
 -- include: job_columns
-, (SELECT count(*) FROM found)
+, (SELECT count(*) FROM found),
+-- The kinds this claim left with a partition more than half used (or full): their
+-- settlements are worth announcing to the other workers (docs/concepts/flow-control.md).
+(SELECT coalesce(array_agg(DISTINCT kind), '{}') FROM ranked
+ WHERE room IS NOT NULL AND 2 * (room - rn) < lim)
 
 -- name: limited_held
 -- After a limited claim, in its transaction: each kind a partition of which has no room
@@ -203,7 +208,7 @@ WITH k AS (
     SELECT w.kind, 'rate', min(w.claimed_at) + k.per
     FROM {prefix}kind_starts AS w JOIN k ON k.kind = w.kind AND k.rate_n IS NOT NULL
     WHERE w.claimed_at > {clock} - k.per
-    GROUP BY w.kind, w.limit_key, k.per, k.rate_n HAVING count(*) >= k.rate_n
+    GROUP BY w.kind, w.limit_key, k.per, k.rate_n HAVING sum(w.n) >= k.rate_n
 )
 SELECT kind, why, min(until) FROM parts GROUP BY kind, why ORDER BY kind, why
 

@@ -47,13 +47,14 @@ class Flowing(Operations):
                 "claim_limited", kinds, [request.leases[k] for k in kinds], request.limit,
                 normal, low, request.claimed_by, on=ex)
             jobs = [rows.job(r) for r in found]
-            considered = int(found[0][-1]) if found else 0
+            considered = int(found[0][-2]) if found else 0
+            near = frozenset(found[0][-1]) if found else frozenset()
             held: list[Row] = []
             if len(jobs) < request.limit:
                 held = await self._fetch("limited_held", kinds, on=ex)
         due = [r[2] for r in held if r[2] is not None]
         return LimitedClaim(jobs, more=considered > len(jobs), retry_at=min(due, default=None),
-                            held=tuple((r[0], r[1]) for r in held))
+                            held=tuple((r[0], r[1]) for r in held), near=near)
 
     async def control_kind(self, change: KindChange) -> None:
         rate = change.rate

@@ -38,6 +38,7 @@ async def test_limited_kinds_are_left_to_the_limited_claim(store: Store) -> None
     assert [j.id for j in await store.claim(request("a", "b"))] == [b.id]
     got = await store.claim_limited(request("a"))
     assert [j.id for j in got.jobs] == [a.id] and not got.more
+    assert got.near == frozenset()  # one of five: far from the limit
 
 
 async def test_concurrency_counts_claims_until_they_settle(store: Store) -> None:
@@ -84,6 +85,7 @@ async def test_concurrency_applies_per_limit_key_in_order(store: Store) -> None:
     got = await store.claim_limited(request("t", limit=10))
     assert {j.id for j in got.jobs} == {x1.id, y1.id, n1.id}
     assert got.more  # it found x2 and y2 but had no room for them
+    assert got.near == {"t"}  # its settlements are worth announcing
     assert (await store.claim_limited(request("t", limit=10))).jobs == []
     done = {j.id: j for j in got.jobs}
     assert await store.settle("w/1", settlement(done[x1.id], Action.COMPLETE))
