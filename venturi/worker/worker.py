@@ -15,6 +15,7 @@ import contextlib
 import datetime as dt
 import logging
 import signal
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any
@@ -26,7 +27,7 @@ from ..logs import get_logger
 from ..queue import Queue
 from ..store.base import IdentityLock, Settled, Settlement
 from ..task import Task
-from .claimer import Claimer, ClaimWindow
+from .claimer import Claimer
 from .clock import DbClock
 from .config import WorkerConfig, select_tasks
 from .control import Control
@@ -41,6 +42,7 @@ from .identity import Identity, IdentityGuard, NameLock
 from .metrics import QueueSampler, WorkerMetrics
 from .outcomes import Outcomes, Progress
 from .periodic import PeriodicSeeder
+from .prefetch import Prefetch
 from .recovery import Reaper, recover_earlier_boots
 from .renewer import Renewer
 from .retention import Retention
@@ -132,8 +134,10 @@ class Worker:
         self._settler = Settler(store, self.identity, self._db, self._on_settled,
                                 self._held.dropped, self._claim_wanted)
         self._deadlines = DeadlineWatcher(self._held)
-        self._window = ClaimWindow.of(config.concurrency, config.prefetch)
-        self._claimer = Claimer(store, self.identity, self.leases, self._window, self._held,
+        self._prefetch = Prefetch(config.concurrency,
+                                  None if config.prefetch == "auto" else config.prefetch,
+                                  time.monotonic)  # the clock of Held.started
+        self._claimer = Claimer(store, self.identity, self.leases, self._prefetch, self._held,
                                 self._settler, self._timer, self._db, self._clock,
                                 self._kind_metrics, self._flow, self._claim_wanted, self._stop)
         # The drain: its grace, the wait for running jobs it may shorten, a forced stop.
@@ -307,7 +311,7 @@ class Worker:
 
     async def _supervise(self, lock: IdentityLock, executor: Executor,
                          until_empty: bool) -> None:
-        slots = Slots(self.config.concurrency, self._window, self._held, executor,
+        slots = Slots(self.config.concurrency, self._prefetch, self._held, executor,
                       self._settler, self._claimer, self._kind_metrics, self._stop)
         async with anyio.create_task_group() as services:
             async with anyio.create_task_group() as slot_group:
