@@ -17,6 +17,7 @@ import venturi
 from venturi import Queue, Worker
 
 from ..harness import Bench, Figure, scenario, truncate
+from ..raw import drain_on
 from ..tasks import KIND, Noop
 from .worker import fill, quiet_logs
 
@@ -60,18 +61,21 @@ async def limits(bench: Bench) -> None:
     `Worker(concurrency=10)`: no limits; limits configured on the kind but not binding
     (`concurrency=10000, rate="1000000/s"`); and no-op jobs of an unlimited kind while
     the worker also serves a `concurrency=1` kind that is saturated (one claim held
-    elsewhere, 1,000 jobs waiting). The three take turns in every run."""
+    elsewhere, 1,000 jobs waiting); beside the raw asyncpg loop of the drain scenario
+    (claim 100 + done 100 per statement). The four take turns in every run."""
     n = bench.size.drain
     async with (
         bench.fresh_prefix() as plain_p,
         bench.fresh_prefix() as limited_p,
         bench.fresh_prefix() as binding_p,
+        bench.fresh_prefix() as raw_p,
         Queue.connect(bench.dsn, prefix=plain_p) as plain_q,
         Queue.connect(bench.dsn, prefix=limited_p) as limited_q,
         Queue.connect(bench.dsn, prefix=binding_p) as binding_q,
     ):
         conn = await asyncpg.connect(bench.dsn)
         contenders = {
+            "raw100": (raw_p, KIND, lambda: drain_on(conn, raw_p, 100)),
             "plain": (plain_p, KIND, lambda: Worker(
                 plain_q, tasks=[Noop], concurrency=10).run(until_empty=True)),
             "limited": (limited_p, LIMITED_KIND, lambda: Worker(
@@ -84,10 +88,11 @@ async def limits(bench: Bench) -> None:
         try:
             with quiet_logs():
                 for run in range(bench.size.runs):
-                    for name in names[run % 3:] + names[:run % 3]:
+                    for name in names[run % len(names):] + names[:run % len(names)]:
                         prefix, kind, drain = contenders[name]
                         await truncate(conn, prefix)
-                        await conn.execute(f"TRUNCATE {prefix}kind_starts")
+                        if name != "raw100":
+                            await conn.execute(f"TRUNCATE {prefix}kind_starts")
                         await fill(conn, prefix, n, kind)
                         if name == "binding":
                             await _saturate(conn, prefix, 1_000)
@@ -101,10 +106,12 @@ async def limits(bench: Bench) -> None:
                             raise RuntimeError(f"{name}: {left} jobs not completed")
         finally:
             await conn.close()
+    raw = "raw claim 100 + done 100 per statement"
     base = "Worker concurrency=10, no limits"
-    bench.record(Figure(bench.scenario, base, n, secs["plain"]))
+    bench.record(Figure(bench.scenario, raw, n, secs["raw100"], raw=True))
+    bench.record(Figure(bench.scenario, base, n, secs["plain"], (raw,)))
     bench.record(Figure(bench.scenario, "limits configured, not binding", n, secs["limited"],
-                        (base,), note='concurrency=10000, rate="1000000/s" on the kind'))
+                        (raw, base), note='concurrency=10000, rate="1000000/s" on the kind'))
     bench.record(Figure(bench.scenario, "beside a saturated concurrency=1 kind", n,
-                        secs["binding"], (base,),
+                        secs["binding"], (raw, base),
                         note="the other kind: 1 claim held elsewhere, 1,000 jobs waiting"))
