@@ -18,9 +18,10 @@ from venturi import ConfigError, MemoryStore, Queue
 from venturi.store import _sql
 from venturi.store.postgres import PostgresStore
 
-MIGRATIONS = ["0001_init.sql", "0002_storage.sql", "0004_results.sql", "0005_trace.sql",
-              "0006_tallies.sql"]
-TABLES = {"jobs", "journal", "workers", "migrations", "tallies", "dependencies", "workflows"}
+MIGRATIONS = ["0001_init.sql", "0002_storage.sql", "0003_kinds.sql", "0004_results.sql",
+              "0005_trace.sql", "0006_tallies.sql"]
+TABLES = {"jobs", "journal", "workers", "migrations", "tallies", "kinds", "kind_starts",
+          "dependencies", "workflows"}
 # Storage parameters (0001 and 0002_storage.sql): autovacuum after a small absolute
 # churn on the two queue tables, room on the workers' pages for HOT heartbeats.
 _CHURN = {
@@ -37,12 +38,14 @@ STORAGE = {("jobs", "fillfactor", "80"), ("workers", "fillfactor", "50"), TALLY_
 INDEXES = {
     "jobs_pkey", "jobs_claim", "jobs_expiry", "jobs_dedup", "jobs_finished", "jobs_dead",
     "jobs_subject", "jobs_periodic", "journal_pkey", "journal_job", "workers_pkey",
-    "migrations_pkey", "tallies_pkey", "dependencies_pkey", "dependencies_job",
-    "workflows_pkey",
+    "migrations_pkey", "tallies_pkey", "kinds_pkey", "kind_starts_window",
+    "dependencies_pkey", "dependencies_job", "workflows_pkey",
 }
 CHECKS = {
     "jobs_priority", "jobs_status", "jobs_run_count", "jobs_failure_count", "jobs_max_failures",
     "jobs_claim_shape", "jobs_finish_shape", "journal_outcome", "tallies_status",
+    "kinds_concurrency", "kinds_rate_count", "kinds_rate_period", "kinds_rate_shape",
+    "kind_starts_n",
 }
 
 
@@ -134,8 +137,9 @@ async def test_migrate_creates_the_schema_once(pg_dsn: str, fresh: str) -> None:
     assert {c for t, c in cols if t == "jobs"} == {
         "id", "kind", "payload", "priority", "status", "created_at", "visible_at",
         "claim_expires_at", "claimed_by", "finished_at", "run_count", "failure_count",
-        "max_failures", "carry", "dedup_key", "subject", "periodic", "trace_context", "result",
-        "waiting", "has_dependents"}
+        "max_failures", "carry", "dedup_key", "subject", "periodic", "trace_context",
+        "limit_key",  # 0003_kinds.sql
+        "result", "waiting", "has_dependents"}  # 0004_results.sql
 
 
 async def test_concurrent_migrators_apply_once(pg_dsn: str, fresh: str) -> None:

@@ -13,8 +13,10 @@ recovering and cancelling statements build it in SQL (``notify_finished``).
 
 ``{prefix}control`` carries JSON objects with an ``op``: ``cancel`` (ids of
 claimed jobs just deleted, at most :data:`CANCEL_CHUNK` per message so one
-stays well under NOTIFY's 8000-byte payload limit) and ``drain`` (a worker
-name or every worker, and an optional grace in seconds).
+stays well under NOTIFY's 8000-byte payload limit), ``drain`` (a worker
+name or every worker, and an optional grace in seconds) and ``kinds`` (the
+rows of ``{prefix}kinds`` of these kinds changed: a pause, a resume, a limit;
+docs/concepts/flow-control.md).
 
 Anyone who can reach the database can send on these channels: parsing never
 raises for a message it does not understand (see :func:`parse_control`).
@@ -111,7 +113,19 @@ class Drain:
     grace: float | None = None
 
 
-ControlMessage = Cancel | Drain
+@dataclass(frozen=True, slots=True)
+class KindsChanged:
+    """The pause or limits of these kinds changed: workers re-read them."""
+
+    kinds: tuple[str, ...]
+
+
+ControlMessage = Cancel | Drain | KindsChanged
+
+
+def kinds_message(kinds: Iterable[str]) -> dict[str, Any]:
+    """The wire form of a change to kinds' controls (what ``control_kind`` sends)."""
+    return {"op": "kinds", "kinds": list(kinds)}
 
 
 def drain_message(worker: str | None = None, grace: float | None = None) -> dict[str, Any]:
@@ -162,6 +176,11 @@ def parse_control(payload: str) -> ControlMessage | None:
             _check_grace(grace)
             grace = float(grace)
         return Drain(worker, grace)
+    if op == "kinds":
+        names = message.get("kinds")
+        if not isinstance(names, list):
+            raise InvalidNotice("kinds must be a list")
+        return KindsChanged(tuple(k for k in names if isinstance(k, str)))
     return None
 
 

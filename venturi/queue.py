@@ -13,7 +13,7 @@ from uuid import UUID
 from . import _codec, _pages, results, tracing
 from ._ids import uuid7, uuid7_many
 from .config import DEFAULT_PREFIX
-from .errors import InvalidJob, InvalidJobId, PayloadDecodeError, UnknownKind
+from .errors import ConfigError, InvalidJob, InvalidJobId, PayloadDecodeError, UnknownKind
 from .notices import InvalidNotice, drain_message
 from .store.base import (
     CleanupCriteria,
@@ -26,15 +26,19 @@ from .store.base import (
     JobRecord,
     JournalRecord,
     KeysetFilter,
+    KindChange,
+    KindState,
     MergeUpdate,
     NewJob,
     NewJobBatch,
+    Rate,
     Snapshot,
     Status,
     Store,
     WorkerInfo,
     WorkflowRecord,
 )
+from .store.flow import check_concurrency
 from .task import Keep, Priority, Replace, Task, With, lookup
 from .workflow import StepState, Workflow, WorkflowState
 
@@ -56,6 +60,7 @@ class Dependent:
 
 
 JobLike = Task | tuple[str, Mapping[str, Any]] | Dependent
+_KEEP: Any = object()  # set_limits: leave this limit as it is
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,8 +206,10 @@ class Queue:
                     raise InvalidJob(str(exc)) from None
             subject = task.subject()
             dedup_key = task.dedup_key()
-            if subject is not None or dedup_key is not None:
-                for name, value in (("subject", subject), ("dedup_key", dedup_key)):
+            limit_key = task.limit_key()
+            if subject is not None or dedup_key is not None or limit_key is not None:
+                for name, value in (("subject", subject), ("dedup_key", dedup_key),
+                                    ("limit_key", limit_key)):
                     if value is not None and (not isinstance(value, str) or "\x00" in value):
                         raise InvalidJob(f"{name}() must return a string without NUL characters")
                     if value is not None and not _encodable(value):
@@ -216,7 +223,8 @@ class Queue:
             id=id or uuid7(), kind=options.kind, payload=payload, priority=int(prio),
             max_failures=options.max_failures, delay=delay or NO_DELAY, at=at,
             dedup_key=dedup_key, subject=subject, periodic=options.periodic,
-            trace_context=trace_context, after=parents, run_on_failure=after_failure == "run",
+            trace_context=trace_context, limit_key=limit_key, after=parents,
+            run_on_failure=after_failure == "run",
         )
         return job, task
 
@@ -241,7 +249,7 @@ class Queue:
                 if not isinstance(item, Task):
                     return None
                 cls = type(item)
-                if cls.dedup_key is not Task.dedup_key:
+                if cls.dedup_key is not Task.dedup_key or cls.limit_key is not Task.limit_key:
                     return None
                 options = cls.__task__
                 shape = shapes[cls] = (options.kind, int(options.priority),
@@ -590,6 +598,38 @@ class Queue:
             raise ValueError(str(exc)) from None
         await self.store.notify_control(message)
 
+    # --- flow control (docs/concepts/flow-control.md) --------------------------------------
+
+    async def pause(self, kind: str) -> None:
+        """Claim no more jobs of ``kind`` on any worker (within about a second; running
+        ones finish); its jobs stay pending and enqueues still work."""
+        await self.store.control_kind(KindChange(_kind(kind), paused=True))
+
+    async def resume(self, kind: str) -> None:
+        """Undo :meth:`pause`."""
+        await self.store.control_kind(KindChange(_kind(kind), paused=False))
+
+    async def set_limits(self, kind: str, *, concurrency: int | object | None = _KEEP,
+                         rate: str | Rate | object | None = _KEEP) -> None:
+        """Set the operator's limits of ``kind``, overriding its task class's until
+        cleared with None; a limit not given is left as it is."""
+        if concurrency is _KEEP and rate is _KEEP:
+            raise ValueError("set_limits() needs concurrency= and/or rate=")
+        try:
+            conc = None if concurrency in (None, _KEEP) else check_concurrency(concurrency)
+            per = None if rate in (None, _KEEP) else Rate.parse(rate)  # type: ignore[arg-type]
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        await self.store.control_kind(KindChange(
+            _kind(kind), set_concurrency=concurrency is not _KEEP, concurrency=conc,
+            set_rate=rate is not _KEEP, rate=per))
+
+    async def kinds(self) -> list[KindState]:
+        """Every kind a worker declared (as it started) or an operator controlled, or
+        with claimed jobs: paused, the limits in force and where each comes from,
+        pending and claimed counts, and what holds it back (``KindState.held``)."""
+        return await self.store.kind_states()
+
     # --- administer ------------------------------------------------------------------------
 
     async def cancel(
@@ -660,6 +700,12 @@ def _after(after: Sequence[UUID | str] | None, after_failure: str) -> tuple[UUID
     if isinstance(after, str | UUID):
         raise InvalidJob("after= takes a list of job ids")
     return tuple(dict.fromkeys(_uuid(a, what="after= job id") for a in after))
+
+
+def _kind(kind: str) -> str:
+    if not isinstance(kind, str) or not kind or kind != kind.strip():
+        raise ValueError(f"kind {kind!r} must be a non-empty string without surrounding spaces")
+    return kind
 
 
 def _check_limit(limit: int) -> None:

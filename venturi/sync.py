@@ -206,6 +206,10 @@ class SyncQueue:
     cancel = _blocking(Queue.cancel)
     retry = _blocking(Queue.retry)
     cleanup = _blocking(Queue.cleanup)
+    pause = _blocking(Queue.pause)
+    resume = _blocking(Queue.resume)
+    set_limits = _blocking(Queue.set_limits)
+    kinds = _blocking(Queue.kinds)
 
 
 def _left(deadline: float | None, job_id: UUID) -> float:

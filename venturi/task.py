@@ -18,6 +18,7 @@ from uuid import UUID
 
 from . import _codec
 from .errors import ConfigError, TaskDefinitionError, UnknownKind
+from .store.flow import NO_LIMITS, Limits, Rate, check_concurrency
 
 if TYPE_CHECKING:
     from croniter import croniter as _croniter  # noqa: F401
@@ -28,7 +29,8 @@ MAX_LEASE = timedelta(hours=24)
 DEFAULT_LEASE = timedelta(seconds=10)
 DEFAULT_TIMEOUT = timedelta(minutes=30)
 DEFAULT_MAX_FAILURES = 25
-RESERVED_FIELDS = frozenset({"run", "subject", "dedup_key", "merge", "backoff", "kind"})
+RESERVED_FIELDS = frozenset({"run", "subject", "dedup_key", "merge", "backoff", "kind",
+                             "limit_key"})
 
 
 class Priority(IntEnum):
@@ -146,6 +148,7 @@ class TaskOptions:
     max_failures: int
     every: timedelta | None
     cron: str | None
+    limits: Limits = NO_LIMITS  # concurrency= and rate= (docs/concepts/flow-control.md)
 
     @property
     def periodic(self) -> bool:
@@ -201,6 +204,10 @@ class Task:
       as a failure (note ``timeout``), default 30 min.
     - ``max_failures``: failed runs before the job goes dead, default 25.
     - ``every`` / ``cron``: make the task periodic (no required fields, no ``dedup_key``).
+    - ``concurrency``: at most this many jobs of the kind claimed at once, across every
+      worker; ``rate``: at most ``"N/s"``, ``"N/m"`` or ``"N/h"`` claims in any window of
+      that length. Both apply per ``limit_key()`` when the task defines it
+      (docs/concepts/flow-control.md); an operator's ``venturi limits`` overrides them.
     """
 
     __task__: ClassVar[TaskOptions]
@@ -216,6 +223,8 @@ class Task:
         max_failures: int = DEFAULT_MAX_FAILURES,
         every: timedelta | None = None,
         cron: str | None = None,
+        concurrency: int | None = None,
+        rate: str | Rate | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init_subclass__(**kwargs)
@@ -232,6 +241,11 @@ class Task:
             raise TaskDefinitionError(f"{where}: timeout must be positive")
         if not isinstance(max_failures, int) or max_failures < 1:
             raise TaskDefinitionError(f"{where}: max_failures must be an int >= 1")
+        try:
+            limits = Limits(None if concurrency is None else check_concurrency(concurrency),
+                            None if rate is None else Rate.parse(rate))
+        except ConfigError as exc:
+            raise TaskDefinitionError(f"{where}: {exc}") from None
         if every is not None and cron is not None:
             raise TaskDefinitionError(f"{where}: give every= or cron=, not both")
         if every is not None and every <= timedelta(0):
@@ -267,7 +281,7 @@ class Task:
             if "dedup_key" in cls.__dict__:
                 raise TaskDefinitionError(f"{where}: a periodic task cannot define dedup_key")
 
-        cls.__task__ = TaskOptions(kind, prio, lease, timeout, max_failures, every, cron)
+        cls.__task__ = TaskOptions(kind, prio, lease, timeout, max_failures, every, cron, limits)
         cls.kind = kind
         existing = _REGISTRY.get(kind)
         if existing is not None and (existing.__module__, existing.__qualname__) != (
@@ -293,6 +307,11 @@ class Task:
 
     def dedup_key(self) -> str | None:
         """Jobs of one kind with the same key coalesce while pending."""
+        return None
+
+    def limit_key(self) -> str | None:
+        """The partition of the kind's ``concurrency`` and ``rate`` this job counts in
+        (a tenant, a user, an API key); None: the kind's own."""
         return None
 
     def merge(self, pending: Self, carry: Any) -> Merge:

@@ -22,6 +22,7 @@ from uuid import UUID
 
 from .checks import check_new_job_batch, check_new_jobs
 from .clocks import UTC, Clock, DatabaseClock, ManualClock
+from .flow import KindChange, KindState, LimitedClaim, Limits, Rate
 from .records import (
     Action,
     ClaimRequest,
@@ -51,12 +52,46 @@ from .records import (
 )
 
 __all__ = [
-    "UTC", "Action", "AsyncFn", "ClaimRequest", "CleanupCriteria", "Clock", "CountFilter",
-    "DatabaseClock", "Detail", "Enqueued", "FailedJob", "FinishedMinute", "HistoryFilter",
-    "IdentityLock", "JobRecord", "JournalRecord", "KeysetFilter", "LeaseRenewal", "Listener",
-    "ManualClock", "MergeFn", "MergeUpdate", "NewJob", "NewJobBatch", "Outcome", "Recovered",
-    "Settled", "Settlement", "Snapshot", "Status", "Store", "WorkerInfo", "WorkflowRecord",
-    "check_new_job_batch", "check_new_jobs",
+    "UTC",
+    "Action",
+    "AsyncFn",
+    "ClaimRequest",
+    "CleanupCriteria",
+    "Clock",
+    "CountFilter",
+    "DatabaseClock",
+    "Detail",
+    "Enqueued",
+    "FailedJob",
+    "FinishedMinute",
+    "HistoryFilter",
+    "IdentityLock",
+    "JobRecord",
+    "JournalRecord",
+    "KeysetFilter",
+    "KindChange",
+    "KindState",
+    "LeaseRenewal",
+    "LimitedClaim",
+    "Limits",
+    "Listener",
+    "ManualClock",
+    "MergeFn",
+    "MergeUpdate",
+    "NewJob",
+    "NewJobBatch",
+    "Outcome",
+    "Rate",
+    "Recovered",
+    "Settled",
+    "Settlement",
+    "Snapshot",
+    "Status",
+    "Store",
+    "WorkerInfo",
+    "WorkflowRecord",
+    "check_new_job_batch",
+    "check_new_jobs",
 ]
 
 
@@ -114,6 +149,13 @@ class Store(abc.ABC):
     async def claim(self, request: ClaimRequest) -> list[JobRecord]:
         """Claim up to ``request.limit`` runnable jobs in one statement
         (docs/concepts/priorities.md)."""
+
+    @abc.abstractmethod
+    async def claim_limited(self, request: ClaimRequest) -> LimitedClaim:
+        """Claim up to ``request.limit`` runnable jobs of limited kinds, within what
+        their concurrency and rate leave, per ``limit_key`` partition, in the order and
+        with the reserved slots of ``claim`` (docs/concepts/flow-control.md). Paused
+        kinds are left out. Correct under any number of concurrent claimers."""
 
     @abc.abstractmethod
     async def settle_many(
@@ -234,6 +276,31 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def cleanup(self, criteria: CleanupCriteria) -> int:
         """Delete terminal jobs (their journals go with them); return how many."""
+
+    # flow control (docs/concepts/flow-control.md)
+    @abc.abstractmethod
+    async def control_kind(self, change: KindChange) -> None:
+        """Apply an operator's pause, resume or limits to a kind, and tell every worker
+        (the control channel's ``kinds`` message)."""
+
+    @abc.abstractmethod
+    async def declare_kinds(self, limits: Mapping[str, Limits]) -> None:
+        """Record the code's limits of these kinds (a starting worker's task classes);
+        workers are told when that changed anything."""
+
+    @abc.abstractmethod
+    async def kind_controls(self, kinds: Sequence[str] | None = None) -> list[KindState]:
+        """The recorded controls of ``kinds`` (all when None), by kind; counts not read."""
+
+    @abc.abstractmethod
+    async def wake_kinds(self, kinds: Sequence[str]) -> None:
+        """Tell idle workers of ``kinds`` to claim (a wake-up per kind on the jobs
+        channel): a worker settled jobs of limited kinds, so budget is free."""
+
+    @abc.abstractmethod
+    async def kind_states(self) -> list[KindState]:
+        """Every kind with a row (controls, or declared by a worker) or claimed jobs:
+        controls, counts, and what holds it back (``KindState.held``), by kind."""
 
     # workers and control
     @abc.abstractmethod

@@ -47,14 +47,15 @@ from .base import (
 )
 from .lifecycle import Recovery
 from .memory_dependencies import WAITING, Edges, Follower
+from .memory_flow import MemoryFlow
 from .memory_sessions import MemoryIdentityLock, MemoryListener
-from .memory_views import MemoryViews, Rows, in_subtree, refuse_conn
+from .memory_views import Rows, in_subtree, refuse_conn
 
 UTC = dt.UTC
 _ACTIVE = (Status.PENDING, Status.CLAIMED)
 
 
-class MemoryStore(MemoryViews, Store):
+class MemoryStore(MemoryFlow, Store):
     """An in-memory store with PostgresStore's semantics (no durability)."""
 
     def __init__(self, *, prefix: str = "venturi_", clock: Clock | None = None) -> None:
@@ -68,6 +69,7 @@ class MemoryStore(MemoryViews, Store):
         self._locks: dict[str, object] = {}  # worker name -> its identity lock's holder
         self._edges = Edges()
         self._workflows: dict[UUID, WorkflowRecord] = {}
+        self._flow_init()
         self.migrated = False
 
     # --- internals -------------------------------------------------------------------
@@ -152,7 +154,7 @@ class MemoryStore(MemoryViews, Store):
             claim_expires_at=None, claimed_by=None, finished_at=None, run_count=0,
             failure_count=0, max_failures=job.max_failures, carry=_codec.loads(job.carry),
             dedup_key=job.dedup_key, subject=job.subject, periodic=job.periodic,
-            trace_context=_codec.loads(job.trace_context),
+            trace_context=_codec.loads(job.trace_context), limit_key=job.limit_key,
         )
         self._jobs[job.id] = record
         return record
@@ -290,12 +292,18 @@ class MemoryStore(MemoryViews, Store):
             return []
         now = self._now()
         low, normal = request.reservations()
+        # Paused and limited kinds are claim_limited's (docs/concepts/flow-control.md).
+        leases = {k: v for k, v in request.leases.items() if not self._controlled(k)}
         picked: list[JobRecord] = []
-        picked.extend(self._runnable(request.leases, now, 2)[:low])
-        picked.extend(self._runnable(request.leases, now, 1)[:normal])
+        picked.extend(self._runnable(leases, now, 2)[:low])
+        picked.extend(self._runnable(leases, now, 1)[:normal])
         taken = {j.id for j in picked}
         room = max(request.limit - len(picked), 0)
-        picked.extend([j for j in self._runnable(request.leases, now) if j.id not in taken][:room])
+        picked.extend([j for j in self._runnable(leases, now) if j.id not in taken][:room])
+        return self._claim_picked(request, picked, now)
+
+    def _claim_picked(self, request: ClaimRequest, picked: list[JobRecord],
+                      now: dt.datetime) -> list[JobRecord]:
         return [
             self._put(j, status=Status.CLAIMED, claimed_by=request.claimed_by,
                       run_count=j.run_count + 1,

@@ -78,6 +78,8 @@ class JobRecord:
     # The W3C trace context (traceparent, tracestate) of the span that enqueued the
     # job, when tracing was on (docs/operations/tracing.md).
     trace_context: dict[str, str] | None = None
+    # The partition of its kind's limits (Task.limit_key(), docs/concepts/flow-control.md).
+    limit_key: str | None = None
     # What the completing run gave ``ctx.set_result`` (decoded JSON); None otherwise
     # (docs/concepts/results.md).
     result: Any = None
@@ -135,6 +137,7 @@ class NewJob:
     subject: str | None = None
     periodic: bool = False
     trace_context: str | None = None  # JSON text: the enqueuing span's (venturi.tracing)
+    limit_key: str | None = None  # the partition of its kind's limits
     # The jobs it waits for (docs/concepts/workflows.md), and whether a failed one
     # counts as finished for it (after_failure="run") instead of failing it.
     after: tuple[UUID, ...] = ()

@@ -18,9 +18,10 @@ import anyio
 
 from ..errors import DatabaseUnavailable
 from ..logs import get_logger
-from ..store.base import ClaimRequest, JobRecord, Store
+from ..store.base import ClaimRequest, JobRecord, LimitedClaim, Store
 from .clock import DbClock
 from .fairness import Fairness
+from .flow import Flow
 from .health import DatabaseHealth
 from .held import Held, HeldJobs, HeldState
 from .identity import Identity
@@ -38,7 +39,7 @@ class Claimer:
     def __init__(self, store: Store, identity: Identity, leases: dict[str, dt.timedelta],
                  prefetch: Prefetch, held: HeldJobs, settler: Settler, timer: VisibilityTimer,
                  db: DatabaseHealth, clock: DbClock, kinds: dict[str, KindMetrics],
-                 claim_wanted: asyncio.Event, stop: asyncio.Event) -> None:
+                 flow: Flow, claim_wanted: asyncio.Event, stop: asyncio.Event) -> None:
         self._store = store
         self._identity = identity
         self._leases = leases
@@ -50,6 +51,7 @@ class Claimer:
         self._db = db
         self._clock = clock
         self._kinds = kinds
+        self._flow = flow
         self._claim_wanted = claim_wanted
         self._stop = stop
         self._fairness = Fairness()
@@ -88,13 +90,10 @@ class Claimer:
                 if self._db.flush_pending and not await self._unless_stopped(
                         settler.flushed_after_outage):
                     return False
-                low, normal = self._fairness.split(free)
                 self.claiming = True
                 sent = loop_time()
                 try:
-                    jobs = await self._store.claim(ClaimRequest(
-                        self._identity.claimed_by, self._leases, free, reserve_normal=normal,
-                        reserve_low=low))
+                    jobs, more = await self._claim(free)
                 finally:
                     self.claiming = False
                 prefetch.claimed(loop_time() - sent)
@@ -104,21 +103,57 @@ class Claimer:
                 self._claim_wanted.set()
                 continue
             self._db.recovered("claimer")
-            self._fairness.advance(len(jobs))
             if jobs:
                 self._dispatch(jobs)
-            if len(jobs) == free:
+            if len(jobs) == free or more:
                 self._claim_wanted.set()  # there is probably more: claim again as slots free up
             else:
                 self._timer.recompute()
                 quiet = settled_before == settler.written  # nothing committed mid-claim
                 if (until_empty and quiet and not jobs and not len(held_jobs)
-                        and not len(settler)):
+                        and not len(settler) and not self._flow.waiting):
                     log.info("queue_empty", worker=self._identity.name)
                     return True
                 if until_empty and not quiet:
                     self._claim_wanted.set()
         return False
+
+    async def _claim(self, free: int) -> tuple[list[JobRecord], bool]:
+        """Up to ``free`` jobs: the limited kinds' first, within their budget
+        (docs/concepts/flow-control.md), then the other kinds' in the rest. The floor's
+        reserved slots are split over both, as one batch. ``more``: a limited claim
+        stopped short for a reason the next one will not have."""
+        flow = self._flow
+        if flow.stale:
+            await flow.refresh()
+        plain, limited = flow.split(self._leases)
+        jobs: list[JobRecord] = []
+        more = False
+        got: LimitedClaim | None = None
+        if limited:
+            low, normal = self._fairness.split(free)
+            got = await self._store.claim_limited(ClaimRequest(
+                self._identity.claimed_by, limited, free, reserve_normal=normal,
+                reserve_low=low))
+            jobs, more = got.jobs, got.more
+            self._fairness.advance(len(jobs))
+            if len(jobs) < free and not more:
+                retry_at = None if got.retry_at is None else self._clock.to_local(got.retry_at)
+                flow.claimed_short(retry_at)
+                if retry_at is not None:
+                    self._timer.wake_at(retry_at)
+        rest = free - len(jobs)
+        found: list[JobRecord] = []
+        if plain and rest > 0:
+            low, normal = self._fairness.split(rest)
+            found = await self._store.claim(ClaimRequest(
+                self._identity.claimed_by, plain, rest, reserve_normal=normal,
+                reserve_low=low))
+            self._fairness.advance(len(found))
+            jobs = jobs + found if jobs else found
+        if got is not None or flow.paused:
+            flow.observe(got or LimitedClaim(), found)
+        return jobs, more
 
     def _dispatch(self, jobs: list[JobRecord]) -> None:
         """Hold the claimed jobs and hand them to the slots (per-batch bookkeeping)."""

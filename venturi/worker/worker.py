@@ -25,7 +25,7 @@ import anyio
 from ..errors import ConfigError, DatabaseUnavailable
 from ..logs import get_logger
 from ..queue import Queue
-from ..store.base import IdentityLock
+from ..store.base import IdentityLock, Settled, Settlement
 from ..task import Task
 from .claimer import Claimer
 from .clock import DbClock
@@ -33,6 +33,7 @@ from .config import WorkerConfig, select_tasks
 from .control import Control
 from .deadlines import DeadlineWatcher, StallMonitor
 from .executor import Executor
+from .flow import Flow
 from .health import DatabaseHealth, GaveUp, Health
 from .heartbeat import Heartbeat
 from .held import HeldJobs, StopReason
@@ -128,7 +129,9 @@ class Worker:
                                       self._claim_wanted)
         self._outcomes = Outcomes(self._held, self.metrics, self._kind_metrics,
                                   self._timer.wake_at)
-        self._settler = Settler(store, self.identity, self._db, self._outcomes.record,
+        self._flow = Flow(store, {k: cls.__task__.limits for k, cls in self.tasks.items()},
+                          self._db, self.metrics, config.heartbeat_interval.total_seconds())
+        self._settler = Settler(store, self.identity, self._db, self._on_settled,
                                 self._held.dropped, self._claim_wanted)
         self._deadlines = DeadlineWatcher(self._held)
         self._prefetch = Prefetch(config.concurrency,
@@ -136,7 +139,7 @@ class Worker:
                                   time.monotonic)  # the clock of Held.started
         self._claimer = Claimer(store, self.identity, self.leases, self._prefetch, self._held,
                                 self._settler, self._timer, self._db, self._clock,
-                                self._kind_metrics, self._claim_wanted, self._stop)
+                                self._kind_metrics, self._flow, self._claim_wanted, self._stop)
         # The drain: its grace, the wait for running jobs it may shorten, a forced stop.
         self._grace = config.grace
         self._grace_scope: anyio.CancelScope | None = None
@@ -144,6 +147,18 @@ class Worker:
         self._flush_scope: anyio.CancelScope | None = None
         self._force = False
         self._starting: anyio.CancelScope | None = None  # lifespan, HTTP and boot
+
+    def _on_settled(self, batch: list[Settlement], results: list[Settled]) -> None:
+        """A committed settle batch: recorded, and the budget it freed in limited kinds
+        announced to the other workers (docs/concepts/flow-control.md)."""
+        if self._flow.announcing:
+            held = self._held.by_id
+            self._flow.settled({h.kind for x in batch if (h := held.get(x.id)) is not None})
+        self._outcomes.record(batch, results)
+
+    def _kinds_changed(self, kinds: tuple[str, ...]) -> None:
+        if self._flow.changed(kinds):
+            self._claim_wanted.set()
 
     # --- what the worker is --------------------------------------------------------------
 
@@ -288,6 +303,7 @@ class Worker:
             if await name.take():
                 await recover_earlier_boots(self.store, self.identity)
             await self._clock.sync(self.store)
+            await self._flow.declare()
 
         try:
             await self._db.retry("boot", boot, until=self._stop)
@@ -316,18 +332,20 @@ class Worker:
         """The background services (each a coroutine function), besides the claimer
         and the slots."""
         config, store, db, tasks = self.config, self.store, self._db, list(self.tasks)
-        control = Control(self._held, self.identity, self.request_drain)
+        control = Control(self._held, self.identity, self.request_drain, self._kinds_changed)
         services: list[Service] = [
             self._settler.run,
             Waker(store, tasks, self.identity, self.health, db, self.metrics, self._timer,
-                  self._claim_wanted, control.handle).run,
+                  self._claim_wanted, control.handle, self._flow.woken).run,
+            self._flow.run,
             self._timer.run,
             Reaper(store, db, self._settler.flushed_after_outage, self._claim_wanted,
                    self._shortest_lease).run,
             Renewer(store, self.identity, self._held, db, self._shortest_lease).run,
             Heartbeat(store, self.identity, tasks, config.concurrency, self._held, self.health,
                       self._clock, db, config.heartbeat_interval.total_seconds()).run,
-            Poller(config.poll_interval.total_seconds(), self.health, self._claim_wanted).run,
+            Poller(config.poll_interval.total_seconds(), self.health, self._claim_wanted,
+                   self._flow.unblock).run,
             StallMonitor(self._shortest_lease).run,
             self._deadlines.run,
             PeriodicSeeder(store, list(self.tasks.values()), db,

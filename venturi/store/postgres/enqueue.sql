@@ -7,9 +7,10 @@
 -- One row, one round trip. The wake-up is computed in RETURNING: no CTE to
 -- materialise and scan back (docs/benchmarks.md, producer paths).
 INSERT INTO {prefix}jobs (id, kind, payload, priority, created_at, visible_at,
-                          max_failures, carry, dedup_key, subject, periodic, trace_context)
+                          max_failures, carry, dedup_key, subject, periodic, trace_context,
+                          limit_key)
 VALUES ($2, $3, $4::text::jsonb, $5, {now}, coalesce($7::timestamptz, {now} + $6::interval),
-        $8, $9::text::jsonb, $10, $11, $12, $13::text::jsonb)
+        $8, $9::text::jsonb, $10, $11, $12, $13::text::jsonb, $14)
 RETURNING
 -- include: job_notice
 
@@ -18,16 +19,17 @@ RETURNING
 -- An optional column may come as one NULL array (unnest pads it with NULLs).
 WITH pending AS (
     INSERT INTO {prefix}jobs (id, kind, payload, priority, created_at, visible_at,
-                              max_failures, carry, dedup_key, subject, periodic, trace_context)
+                              max_failures, carry, dedup_key, subject, periodic, trace_context,
+                              limit_key)
     SELECT i.id, i.kind, i.payload::jsonb, i.priority, {now},
            coalesce(i.at, {now} + coalesce(i.delay, interval '0')),
            i.max_failures, i.carry::jsonb, i.dedup_key, i.subject, coalesce(i.periodic, false),
-           i.trace_context::jsonb
+           i.trace_context::jsonb, i.limit_key
     FROM unnest($2::uuid[], $3::text[], $4::text[], $5::int2[], $6::interval[],
                 $7::timestamptz[], $8::int4[], $9::text[], $10::text[], $11::text[], $12::bool[],
-                $13::text[])
+                $13::text[], $14::text[])
          AS i(id, kind, payload, priority, delay, at, max_failures, carry, dedup_key, subject,
-              periodic, trace_context)
+              periodic, trace_context, limit_key)
     RETURNING kind, visible_at
 ),
 -- include: wake_pending
@@ -108,8 +110,8 @@ wake AS (
 
 -- name: insert_waiting
 -- Jobs of which some wait for others (docs/concepts/workflows.md), in one statement:
--- $2.. the rows as insert_many's, $14 the edges [[job, dependency], ...] and $15 each
--- row's after_failure="run". A dependency outside the batch is locked (in id order, as
+-- $2.. the rows as insert_many's, $14 the edges [[job, dependency], ...], $15 each
+-- row's after_failure="run" and $16 its limit_key. A dependency outside the batch is locked (in id order, as
 -- settles lock theirs) and marked has_dependents, and its status read as that lock
 -- leaves it: finished before, it counts as done (or failed); finishing after, its
 -- settle's trigger sees this job (sql/0004_results.sql). A dependency inside the batch
@@ -120,9 +122,9 @@ wake AS (
 WITH RECURSIVE input AS (
     SELECT * FROM unnest($2::uuid[], $3::text[], $4::text[], $5::int2[], $6::interval[],
                          $7::timestamptz[], $8::int4[], $9::text[], $10::text[], $11::text[],
-                         $12::bool[], $13::text[], $15::bool[])
+                         $12::bool[], $13::text[], $15::bool[], $16::text[])
          AS i(id, kind, payload, priority, delay, at, max_failures, carry, dedup_key, subject,
-              periodic, trace_context, run_on_failure)
+              periodic, trace_context, run_on_failure, limit_key)
 ), edges AS (
     SELECT (e ->> 0)::uuid AS job_id, (e ->> 1)::uuid AS after_id
     FROM jsonb_array_elements($14::jsonb) AS e
@@ -154,13 +156,13 @@ WITH RECURSIVE input AS (
 ), ins AS (
     INSERT INTO {prefix}jobs (id, kind, payload, priority, created_at, visible_at,
                               max_failures, carry, dedup_key, subject, periodic, trace_context,
-                              status, finished_at, waiting, has_dependents)
+                              limit_key, status, finished_at, waiting, has_dependents)
     SELECT i.id, i.kind, i.payload::jsonb, i.priority, {now},
            CASE WHEN i.id IN (SELECT id FROM doomed) THEN {now}
                 WHEN u.n > 0 THEN '9999-12-31 00:00:00+00'::timestamptz
                 ELSE coalesce(i.at, {now} + coalesce(i.delay, interval '0')) END,
            i.max_failures, i.carry::jsonb, i.dedup_key, i.subject, coalesce(i.periodic, false),
-           i.trace_context::jsonb,
+           i.trace_context::jsonb, i.limit_key,
            CASE WHEN i.id IN (SELECT id FROM doomed) THEN 'dead' ELSE 'pending' END,
            CASE WHEN i.id IN (SELECT id FROM doomed) THEN {now} END,
            CASE WHEN i.id IN (SELECT id FROM doomed) THEN 0 ELSE coalesce(u.n, 0) END,

@@ -175,7 +175,7 @@ LIMIT $1
 j.id, j.kind, j.payload::text, j.priority, j.status, j.created_at, j.visible_at,
 j.claim_expires_at, j.claimed_by, j.finished_at, j.run_count, j.failure_count,
 j.max_failures, j.carry::text, j.dedup_key, j.subject, j.periodic, j.trace_context::text,
-j.result::text, j.waiting
+j.limit_key, j.result::text, j.waiting
 
 -- fragment: in_subtree
 -- The subject $1's literal subtree: the subject itself or anything below

@@ -20,12 +20,13 @@ from ..base import Clock, DatabaseClock, IdentityLock, Listener, Store
 from .administering import Administering
 from .asyncpg_driver import AsyncpgDriver
 from .driver import Driver, channels, results_channel
+from .flowing import Flowing
 from .inspecting import Inspecting
 from .producing import Producing
 from .working import Working
 
 
-class PostgresStore(Producing, Working, Inspecting, Administering, Store):
+class PostgresStore(Producing, Working, Flowing, Inspecting, Administering, Store):
     """The production store. Build it with :meth:`connect` (asyncpg), or around a
     driver of your own (``driver.Driver``)."""
 

@@ -12,6 +12,7 @@ from . import (
     counting,
     dependencies,
     enqueue,
+    flow,
     inspection,
     journal,
     recovery,
@@ -25,8 +26,8 @@ from . import (
 )
 
 MODULES: tuple[ModuleType, ...] = (
-    claim, counting, dependencies, enqueue, inspection, journal, recovery, regressions, results,
-    settle, trace_context, transitions, views, workflows)
+    claim, counting, dependencies, enqueue, flow, inspection, journal, recovery, regressions,
+    results, settle, trace_context, transitions, views, workflows)
 
 # Async tests run under pytest-asyncio, in its strict mode too.
 pytestmark = pytest.mark.asyncio
