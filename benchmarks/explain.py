@@ -166,6 +166,7 @@ class Statement:
     args: tuple[Any, ...]  # bind parameters after the clock ($1) when the block uses {now}
     expect: tuple[str, ...]  # index names (without the prefix) the plan must use
     case: str = ""  # tells apart two explained uses of one statement
+    setup: str = ""  # SQL run first in the statement's rolled-back transaction ({prefix})
 
     @property
     def key(self) -> str:
@@ -180,6 +181,13 @@ def statements() -> list[Statement]:
         Statement("claim", "a worker taking up to 100 jobs of four kinds (10 slots reserved "
                   "for tier 1, 5 for tier 2)",
                   (KINDS, [LEASE] * 4, 100, 10, 5, "bench-worker/boot"), ("jobs_claim",)),
+        Statement("claim_limited", "a worker taking up to 100 jobs of two limited kinds "
+                  "(concurrency 500; 1,000 a minute), under lock_kinds",
+                  (KINDS[:2], [LEASE] * 2, 100, 10, 5, "bench-worker/boot"),
+                  ("jobs_claim", "jobs_expiry"),
+                  setup="INSERT INTO {prefix}kinds (kind, code_concurrency, code_rate_count,"
+                        " code_rate_period) VALUES ('embed', 500, NULL, NULL),"
+                        " ('summarize', NULL, 1000, interval '1 minute')"),
         Statement("settle_completions", "a worker settling a batch of 1,000 completed runs",
                   ("alive/boot2", ids, json.dumps({str(i): [1, None, None] for i in ids})),
                   ("jobs_pkey",)),
@@ -273,6 +281,8 @@ async def explain(conn: asyncpg.Connection, prefix: str, st: Statement) -> Expla
     tx = conn.transaction()
     await tx.start()
     try:
+        if st.setup:
+            await conn.execute(st.setup.replace("{prefix}", prefix))
         rows = await conn.fetch(f"EXPLAIN (ANALYZE, BUFFERS) {query.sql}", *params)
     finally:
         await tx.rollback()

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Callable
 
 import venturi
 
 KIND = "bench.noop"
 PROBE_KIND = "bench.probe"
+SLEEPY_KIND = "bench.sleepy"
+SLEEP = 0.02  # seconds a Sleepy job waits
 
-# Probe handlers record when they started, by job number (same process and clock
-# as the producer, which records when each enqueue committed).
+# Probe handlers record when they started, by job number (perf_counter: CLOCK_MONOTONIC,
+# the same clock in every process of the host, so a worker process's start times compare
+# with the producer's commit times). A worker process also reports each start to the
+# parent through ``REPORT``.
 STARTED: dict[int, float] = {}
+REPORT: Callable[[int, float], None] | None = None
 
 
 class Noop(venturi.Task, kind=KIND):
@@ -27,7 +34,19 @@ class Probe(venturi.Task, kind=PROBE_KIND):
     uri: str
 
     async def run(self, ctx: venturi.Context) -> None:
-        STARTED[self.n] = time.perf_counter()
+        STARTED[self.n] = now = time.perf_counter()
+        if REPORT is not None:
+            REPORT(self.n, now)
+
+
+class Sleepy(venturi.Task, kind=SLEEPY_KIND):
+    """Waits 20 ms, as a call to another service would: 200 slots can run 10,000 a second."""
+
+    n: int
+    uri: str
+
+    async def run(self, ctx: venturi.Context) -> None:
+        await asyncio.sleep(SLEEP)
 
 
 def payload(n: int) -> dict[str, object]:

@@ -15,7 +15,7 @@ import typer
 import venturi
 from venturi.worker.signals import STOP_SIGNALS
 
-from . import admin, dev, queries, supervise, web
+from . import admin, dev, flow, queries, supervise, web
 from .session import GlobalOptions
 
 app = typer.Typer(
@@ -61,6 +61,7 @@ def _global(
 supervise.register(app)
 queries.register(app)
 admin.register(app)
+flow.register(app)
 web.register(app)
 dev.register(app)
 

@@ -1,11 +1,11 @@
 """Option values that need more than Typer's types: durations, priorities,
-statuses, kind lists, retention rules. A bad value is a usage error naming the
+statuses, kind lists, retention rules, the prefetch window. A bad value is a usage error naming the
 option (exit 2), raised before anything touches the database."""
 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -72,6 +72,16 @@ def retention(value: str | None, option: str = "--retention") -> dict[str, timed
                  "(e.g. completed=1d,dead=7d)", code=USAGE)
         rules[name] = duration(age, f"{option} {name}")
     return rules
+
+
+def prefetch(value: str, option: str = "--prefetch") -> int | Literal["auto"]:
+    """``auto`` or a number of jobs, 0..10000."""
+    text = value.strip().lower()
+    if text == "auto":
+        return "auto"
+    if not text.isdigit() or int(text) > 10_000:
+        fail(f"{option}: {value!r} is not auto or a number of jobs in 0..10000", code=USAGE)
+    return int(text)
 
 
 def json_object(value: str, option: str) -> dict[str, Any]:

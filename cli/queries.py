@@ -17,9 +17,12 @@ from .session import USAGE, DsnOption, JsonOption, PrefixOption, fail, session
 # --- stats ------------------------------------------------------------------------------
 
 
-def stats_document(snap: venturi.Snapshot) -> dict[str, Any]:
+def stats_document(snap: venturi.Snapshot,
+                   held: dict[str, str] | None = None) -> dict[str, Any]:
+    """``held``: what holds a kind back (paused, concurrency, rate; ``Queue.kinds()``)."""
+    held = held or {}
     kinds = sorted(set(snap.pending_by_kind) | set(snap.scheduled_by_kind)
-                   | set(snap.claimed_by_kind) | set(snap.dead_by_kind))
+                   | set(snap.claimed_by_kind) | set(snap.dead_by_kind) | set(held))
     rows = []
     for kind in kinds:
         age = snap.oldest_pending_age.get(kind)
@@ -30,6 +33,7 @@ def stats_document(snap: venturi.Snapshot) -> dict[str, Any]:
             "claimed": snap.claimed_by_kind.get(kind, 0),
             "dead": snap.dead_by_kind.get(kind, 0),
             "oldest_runnable_age_seconds": None if age is None else age.total_seconds(),
+            "held": held.get(kind),
         })
     totals = {status.value: snap.counts_by_status.get(status.value, 0) for status in venturi.Status}
     return {"at": output.timestamp(output.now()), "kinds": rows, "totals": totals}
@@ -39,11 +43,13 @@ def print_stats(doc: dict[str, Any]) -> None:
     rows = [
         [r["kind"], r["runnable"], r["scheduled"], r["claimed"], r["dead"],
          "-" if r["oldest_runnable_age_seconds"] is None
-         else output.span(dt.timedelta(seconds=r["oldest_runnable_age_seconds"]))]
+         else output.span(dt.timedelta(seconds=r["oldest_runnable_age_seconds"])),
+         r["held"] or "-"]
         for r in doc["kinds"]
     ]
     if rows:
-        output.table(["KIND", "RUNNABLE", "SCHEDULED", "CLAIMED", "DEAD", "OLDEST RUNNABLE"], rows,
+        output.table(["KIND", "RUNNABLE", "SCHEDULED", "CLAIMED", "DEAD", "OLDEST RUNNABLE",
+                      "HELD BY"], rows,
                      right=["RUNNABLE", "SCHEDULED", "CLAIMED", "DEAD", "OLDEST RUNNABLE"])
     else:
         typer.echo("no pending, claimed or dead jobs")
@@ -60,7 +66,8 @@ def stats(
         min=0, help="With --watch: stop after this many refreshes (0: until Ctrl-C).")] = 0,
     dsn: DsnOption = None, prefix: PrefixOption = None, json: JsonOption = False,
 ) -> None:
-    """Per kind: runnable and scheduled pending jobs, claimed, dead, oldest runnable age."""
+    """Per kind: runnable and scheduled pending jobs, claimed, dead, oldest runnable age,
+    and what holds it back (a pause, its concurrency or its rate)."""
     s = session(ctx, dsn, prefix, json)
     every = params.duration(interval, "--interval")
     if not watch:
@@ -97,7 +104,8 @@ def stats(
 
 
 async def _snapshot(queue: venturi.Queue) -> dict[str, Any]:
-    return stats_document(await queue.stats())
+    held = {k.kind: k.held for k in await queue.kinds() if k.held is not None}
+    return stats_document(await queue.stats(), held)
 
 
 # --- jobs -------------------------------------------------------------------------------
@@ -190,6 +198,8 @@ def print_job(j: venturi.JobRecord, entries: list[venturi.JournalRecord]) -> Non
         ("visible", when(j.visible_at)), ("claimed by", j.claimed_by),
         ("claim expires", when(j.claim_expires_at)), ("finished", when(j.finished_at)),
         ("trace id", j.trace_id),
+        ("result", None if j.result is None else output.compact_json(j.result)),
+        ("waiting on", f"{j.waiting} dependencies" if j.waiting else None),
     ])
     typer.echo()
     typer.echo(f"journal ({len(entries)} {'entry' if len(entries) == 1 else 'entries'})")
@@ -233,6 +243,44 @@ async def _list_workers(queue: venturi.Queue) -> list[venturi.WorkerInfo]:
     return await queue.workers()
 
 
+# --- workflows ------------------------------------------------------------------------------
+
+
+def workflow(
+    ctx: typer.Context,
+    id: Annotated[str, typer.Argument(help="The workflow id (a UUID).", show_default=False)],
+    dsn: DsnOption = None, prefix: PrefixOption = None, json: JsonOption = False,
+) -> None:
+    """One workflow's steps: state, what each waits for, durations."""
+    s = session(ctx, dsn, prefix, json)
+
+    async def go(queue: venturi.Queue) -> venturi.WorkflowState | None:
+        return await queue.workflow(id)
+
+    found = s.run(go)
+    if found is None:
+        fail(f"unknown workflow id {id} (in queue {s.prefix})")
+    names = {step.id: step.name for step in found.steps}
+    if s.json:
+        output.emit_json(output.workflow_json(found))
+        return
+    output.fields([("id", found.id), ("name", found.name),
+                   ("created", output.clock_time(found.created_at)),
+                   ("steps", len(found.steps)),
+                   ("states", ", ".join(f"{k} {n}" for k, n in sorted(found.counts().items())))])
+    typer.echo()
+    output.table(
+        ["STEP", "JOB", "STATUS", "AFTER", "RUNS", "DURATION"],
+        [[step.name, step.id, "gone" if step.status is None else step.status.value,
+          ",".join(names.get(a, str(a)) for a in step.after) or "-",
+          "-" if step.job is None else step.job.run_count,
+          "-" if step.duration is None else output.span(step.duration)]
+         for step in found.steps],
+        right=["RUNS", "DURATION"],
+        colour={"STATUS": output.coloured_status},
+    )
+
+
 def register(app: typer.Typer) -> None:
-    for fn in (stats, jobs, job, workers):
+    for fn in (stats, jobs, job, workers, workflow):
         app.command()(fn)

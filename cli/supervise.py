@@ -42,6 +42,9 @@ def worker(
         help="Comma-separated subset of the module's kinds (default: all of them).")] = None,
     concurrency: Annotated[int, typer.Option(min=1, max=10_000,
                                              help="Jobs run at once.")] = 10,
+    prefetch: Annotated[str, typer.Option(
+        help="Jobs claimed ahead of the free slots: auto (adapted to the job rate, at most "
+             "about 20 ms of the slots' work) or a number (0: only for free slots).")] = "auto",
     name: Annotated[str | None, typer.Option(
         help="Worker name (default HOST:PID). A fixed name lets a restarted worker take "
              "back its own claims at once.")] = None,
@@ -81,6 +84,7 @@ def worker(
         wanted = params.kinds(kinds)
         drain_grace = params.duration(grace, "--grace")
         keep = params.retention(retention)
+        ahead = params.prefetch(prefetch)
         if maintenance not in ("on", "off"):
             fail(f"--maintenance: {maintenance!r} is not on or off", code=USAGE)
         if log_format not in (None, "json", "console"):
@@ -112,7 +116,7 @@ def worker(
         try:
             config = venturi.WorkerConfig(
                 concurrency=concurrency, kinds=None if wanted is None else tuple(wanted), name=name,
-                grace=drain_grace, retention=keep or {}, listen_dsn=listen_dsn,
+                prefetch=ahead, grace=drain_grace, retention=keep or {}, listen_dsn=listen_dsn,
                 http=http, dashboard=dashboard, dashboard_read_only=read_only,
                 handle_signals=True, maintenance=maintenance == "on",
             )

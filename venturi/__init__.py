@@ -21,13 +21,15 @@ if TYPE_CHECKING:
         DatabaseUnavailable,
         InvalidJob,
         InvalidJobId,
+        JobCancelled,
+        JobFailed,
         PayloadDecodeError,
         SchemaMissing,
         TaskDefinitionError,
         UnknownKind,
         VenturiError,
     )
-    from .queue import Page, Queue
+    from .queue import Dependent, Page, Queue
     from .store.base import (
         Detail,
         Enqueued,
@@ -35,8 +37,11 @@ if TYPE_CHECKING:
         FinishedMinute,
         JobRecord,
         JournalRecord,
+        KindState,
+        Limits,
         ManualClock,
         Outcome,
+        Rate,
         Snapshot,
         Status,
         WorkerInfo,
@@ -45,23 +50,25 @@ if TYPE_CHECKING:
     from .sync import SyncQueue
     from .task import Context, GiveUp, Keep, Merge, Pause, Priority, Replace, Task, With
     from .worker import Worker, WorkerConfig
+    from .workflow import StepState, Workflow, WorkflowState
 
     __version__: str
 
 # Where each public name lives (relative to this package).
 _HOMES = {
     ".errors": ("ConfigError", "DatabaseError", "DatabaseUnavailable", "InvalidJob",
-                "InvalidJobId", "PayloadDecodeError", "SchemaMissing", "TaskDefinitionError",
-                "UnknownKind", "VenturiError"),
-    ".queue": ("Page", "Queue"),
+                "InvalidJobId", "JobCancelled", "JobFailed", "PayloadDecodeError",
+                "SchemaMissing", "TaskDefinitionError", "UnknownKind", "VenturiError"),
+    ".queue": ("Dependent", "Page", "Queue"),
     ".store.base": ("Detail", "Enqueued", "FailedJob", "FinishedMinute", "JobRecord",
-                    "JournalRecord", "ManualClock", "Outcome", "Snapshot", "Status",
-                    "WorkerInfo"),
+                    "JournalRecord", "KindState", "Limits", "ManualClock", "Outcome", "Rate",
+                    "Snapshot", "Status", "WorkerInfo"),
     ".store.memory": ("MemoryStore",),
     ".sync": ("SyncQueue",),
     ".task": ("Context", "GiveUp", "Keep", "Merge", "Pause", "Priority", "Replace", "Task",
               "With"),
     ".worker": ("Worker", "WorkerConfig"),
+    ".workflow": ("StepState", "Workflow", "WorkflowState"),
 }
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
 
@@ -70,6 +77,7 @@ __all__ = [
     "Context",
     "DatabaseError",
     "DatabaseUnavailable",
+    "Dependent",
     "Detail",
     "Enqueued",
     "FailedJob",
@@ -77,9 +85,13 @@ __all__ = [
     "GiveUp",
     "InvalidJob",
     "InvalidJobId",
+    "JobCancelled",
+    "JobFailed",
     "JobRecord",
     "JournalRecord",
     "Keep",
+    "KindState",
+    "Limits",
     "ManualClock",
     "MemoryStore",
     "Merge",
@@ -89,10 +101,12 @@ __all__ = [
     "PayloadDecodeError",
     "Priority",
     "Queue",
+    "Rate",
     "Replace",
     "SchemaMissing",
     "Snapshot",
     "Status",
+    "StepState",
     "SyncQueue",
     "Task",
     "TaskDefinitionError",
@@ -102,6 +116,8 @@ __all__ = [
     "Worker",
     "WorkerConfig",
     "WorkerInfo",
+    "Workflow",
+    "WorkflowState",
     "__version__",
 ]
 

@@ -6,10 +6,17 @@ now, ``kind|EPOCH`` (seconds since 1970, UTC, as PostgreSQL's ``extract(epoch
 the PostgreSQL store builds the same text in the statements that write jobs;
 a test holds the two to this module's parser.
 
+``{prefix}results`` carries the ids of jobs that just finished (completed, went
+dead, or were cancelled), comma-separated, at most :data:`FINISHED_CHUNK` per
+message: what wakes ``Queue.result`` (docs/concepts/results.md). The settling,
+recovering and cancelling statements build it in SQL (``notify_finished``).
+
 ``{prefix}control`` carries JSON objects with an ``op``: ``cancel`` (ids of
 claimed jobs just deleted, at most :data:`CANCEL_CHUNK` per message so one
-stays well under NOTIFY's 8000-byte payload limit) and ``drain`` (a worker
-name or every worker, and an optional grace in seconds).
+stays well under NOTIFY's 8000-byte payload limit), ``drain`` (a worker
+name or every worker, and an optional grace in seconds) and ``kinds`` (the
+rows of ``{prefix}kinds`` of these kinds changed: a pause, a resume, a limit;
+docs/concepts/flow-control.md).
 
 Anyone who can reach the database can send on these channels: parsing never
 raises for a message it does not understand (see :func:`parse_control`).
@@ -29,6 +36,7 @@ from uuid import UUID
 import orjson
 
 CANCEL_CHUNK = 100
+FINISHED_CHUNK = 100
 
 
 class InvalidNotice(ValueError):
@@ -67,6 +75,26 @@ def parse_job_notice(payload: str) -> JobNotice:
     return JobNotice(kind, when)
 
 
+# --- {prefix}results -------------------------------------------------------------
+
+
+def finished_messages(ids: Iterable[UUID | str]) -> list[str]:
+    """The wire form of "these jobs finished": one message per :data:`FINISHED_CHUNK` ids."""
+    text = [str(i) for i in ids]
+    return [",".join(text[start:start + FINISHED_CHUNK])
+            for start in range(0, len(text), FINISHED_CHUNK)]
+
+
+def parse_finished(payload: str) -> list[UUID]:
+    """The ids of a finished message; parts that are not UUIDs are skipped (anyone who
+    can reach the database can send on the channel: a waiter re-reads its job anyway)."""
+    ids = []
+    for part in payload.split(","):
+        with contextlib.suppress(ValueError):
+            ids.append(UUID(part.strip()))
+    return ids
+
+
 # --- {prefix}control --------------------------------------------------------------
 
 
@@ -85,7 +113,19 @@ class Drain:
     grace: float | None = None
 
 
-ControlMessage = Cancel | Drain
+@dataclass(frozen=True, slots=True)
+class KindsChanged:
+    """The pause or limits of these kinds changed: workers re-read them."""
+
+    kinds: tuple[str, ...]
+
+
+ControlMessage = Cancel | Drain | KindsChanged
+
+
+def kinds_message(kinds: Iterable[str]) -> dict[str, Any]:
+    """The wire form of a change to kinds' controls (what ``control_kind`` sends)."""
+    return {"op": "kinds", "kinds": list(kinds)}
 
 
 def drain_message(worker: str | None = None, grace: float | None = None) -> dict[str, Any]:
@@ -136,6 +176,11 @@ def parse_control(payload: str) -> ControlMessage | None:
             _check_grace(grace)
             grace = float(grace)
         return Drain(worker, grace)
+    if op == "kinds":
+        names = message.get("kinds")
+        if not isinstance(names, list):
+            raise InvalidNotice("kinds must be a list")
+        return KindsChanged(tuple(k for k in names if isinstance(k, str)))
     return None
 
 

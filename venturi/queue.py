@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -9,10 +10,10 @@ from dataclasses import dataclass
 from typing import Any, cast
 from uuid import UUID
 
-from . import _codec, _pages, tracing
+from . import _codec, _pages, results, tracing
 from ._ids import uuid7, uuid7_many
 from .config import DEFAULT_PREFIX
-from .errors import InvalidJob, InvalidJobId, PayloadDecodeError, UnknownKind
+from .errors import ConfigError, InvalidJob, InvalidJobId, PayloadDecodeError, UnknownKind
 from .notices import InvalidNotice, drain_message
 from .store.base import (
     CleanupCriteria,
@@ -25,20 +26,41 @@ from .store.base import (
     JobRecord,
     JournalRecord,
     KeysetFilter,
+    KindChange,
+    KindState,
     MergeUpdate,
     NewJob,
     NewJobBatch,
+    Rate,
     Snapshot,
     Status,
     Store,
     WorkerInfo,
+    WorkflowRecord,
 )
+from .store.flow import check_concurrency
 from .task import Keep, Priority, Replace, Task, With, lookup
+from .workflow import StepState, Workflow, WorkflowState
 
 MAX_DELAY = dt.timedelta(days=3650)
 NO_DELAY = dt.timedelta(0)
 _FOREVER = dt.datetime(9999, 1, 1, tzinfo=dt.UTC)
-JobLike = Task | tuple[str, Mapping[str, Any]]
+AFTER_FAILURE = ("fail", "run")
+
+
+@dataclass(frozen=True, slots=True)
+class Dependent:
+    """An ``enqueue_many`` item that waits for other jobs: ``task`` runs once every job
+    of ``after`` has completed. A dependency that dies or is cancelled fails it (note
+    ``dependency-failed``) unless ``after_failure="run"`` (docs/concepts/workflows.md)."""
+
+    task: Task | tuple[str, Mapping[str, Any]]
+    after: Sequence[UUID | str]
+    after_failure: str = "fail"
+
+
+JobLike = Task | tuple[str, Mapping[str, Any]] | Dependent
+_KEEP: Any = object()  # set_limits: leave this limit as it is
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +105,7 @@ class Queue:
     def __init__(self, store: Store, *, max_payload_bytes: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES):
         self.store = store
         self.max_payload_bytes = max_payload_bytes
+        self._waiters: results.Waiters | None = None  # result()'s, made on first use
 
     @property
     def prefix(self) -> str:
@@ -119,13 +142,16 @@ class Queue:
             dsn, prefix=prefix, min_size=min_size, max_size=max_size, pooler=pooler,
             listen_dsn=listen_dsn, clock=clock,
         )
+        queue = Queue(store, max_payload_bytes=max_payload_bytes)
         try:
-            yield Queue(store, max_payload_bytes=max_payload_bytes)
+            yield queue
         finally:
-            await store.close()
+            await queue.close()
 
     async def close(self) -> None:
         """Close the store (``connect`` does this on exit)."""
+        if self._waiters is not None:
+            await self._waiters.close()
         await self.store.close()
 
     async def migrate(self) -> list[str]:
@@ -144,10 +170,17 @@ class Queue:
         at: dt.datetime | None = None,
         priority: Priority | int | str | None = None,
         trace_context: str | None = None,
+        after: Sequence[UUID | str] | None = None,
+        after_failure: str = "fail",
     ) -> tuple[NewJob, Task]:
         # Runs once per job of an enqueue_many: the common case (a Task, no
         # delay, at or priority override) takes the fewest steps.
+        if isinstance(item, Dependent):
+            if after is not None:
+                raise InvalidJob("give after= once: on the Dependent or the call")
+            after, after_failure, item = item.after, item.after_failure, item.task
         try:
+            parents = _after(after, after_failure)
             task = item if isinstance(item, Task) else self._as_task(item)
             options = type(task).__task__
             payload = _codec.dumps(task)
@@ -173,21 +206,25 @@ class Queue:
                     raise InvalidJob(str(exc)) from None
             subject = task.subject()
             dedup_key = task.dedup_key()
-            if subject is not None or dedup_key is not None:
-                for name, value in (("subject", subject), ("dedup_key", dedup_key)):
+            limit_key = task.limit_key()
+            if subject is not None or dedup_key is not None or limit_key is not None:
+                for name, value in (("subject", subject), ("dedup_key", dedup_key),
+                                    ("limit_key", limit_key)):
                     if value is not None and (not isinstance(value, str) or "\x00" in value):
                         raise InvalidJob(f"{name}() must return a string without NUL characters")
                     if value is not None and not _encodable(value):
                         raise InvalidJob(f"{name}() returned a string with a lone surrogate")
-        except InvalidJob as exc:
+        except (InvalidJob, InvalidJobId) as exc:
+            reason = exc.reason if isinstance(exc, InvalidJob) else str(exc)
             if index is None:
                 raise
-            raise InvalidJob(exc.reason, index=index) from None
+            raise InvalidJob(reason, index=index) from None
         job = NewJob(
             id=id or uuid7(), kind=options.kind, payload=payload, priority=int(prio),
             max_failures=options.max_failures, delay=delay or NO_DELAY, at=at,
             dedup_key=dedup_key, subject=subject, periodic=options.periodic,
-            trace_context=trace_context,
+            trace_context=trace_context, limit_key=limit_key, after=parents,
+            run_on_failure=after_failure == "run",
         )
         return job, task
 
@@ -212,7 +249,7 @@ class Queue:
                 if not isinstance(item, Task):
                     return None
                 cls = type(item)
-                if cls.dedup_key is not Task.dedup_key:
+                if cls.dedup_key is not Task.dedup_key or cls.limit_key is not Task.limit_key:
                     return None
                 options = cls.__task__
                 shape = shapes[cls] = (options.kind, int(options.priority),
@@ -293,24 +330,33 @@ class Queue:
         delay: dt.timedelta | None = None,
         at: dt.datetime | None = None,
         priority: Priority | int | str | None = None,
+        after: Sequence[UUID | str] | None = None,
+        after_failure: str = "fail",
         conn: Any = None,
     ) -> Enqueued:
         """Enqueue one task. With ``conn=`` (the caller's connection or session:
         docs/integrations/producers.md) the insert joins the caller's transaction
-        and workers are notified at its commit."""
+        and workers are notified at its commit. With ``after=`` (job ids) it waits,
+        pending and not claimable, until every one of them has completed; one that
+        dies or is cancelled fails it (``dependency-failed``) unless
+        ``after_failure="run"`` (docs/concepts/workflows.md)."""
         tracer = tracing.tracer()
         if tracer is None:
-            return await self._enqueue(task, delay, at, priority, conn, None)
+            return await self._enqueue(task, delay, at, priority, conn, None, after,
+                                       after_failure)
         with tracing.send(tracer, tracing.task_kinds([task])) as send:
-            result = await self._enqueue(task, delay, at, priority, conn, send)
+            result = await self._enqueue(task, delay, at, priority, conn, send, after,
+                                         after_failure)
             send.sent([result])
         return result
 
     async def _enqueue(self, task: Task, delay: dt.timedelta | None, at: dt.datetime | None,
                        priority: Priority | int | str | None, conn: Any,
-                       send: tracing.Send | None) -> Enqueued:
+                       send: tracing.Send | None, after: Sequence[UUID | str] | None = None,
+                       after_failure: str = "fail") -> Enqueued:
         job, task = self._new_job(task, delay=delay, at=at, priority=priority,
-                                  trace_context=None if send is None else send.context)
+                                  trace_context=None if send is None else send.context,
+                                  after=after, after_failure=after_failure)
         merge = self._merge_fn({job.id: task}) if job.dedup_key is not None else None
         if merge is not None and send is not None:
             merge = send.merging(merge)
@@ -342,6 +388,9 @@ class Queue:
             jobs.append(job)
             as_tasks.append(task)
         merge = None
+        if any(job.after for job in jobs) and any(job.dedup_key is not None for job in jobs):
+            raise InvalidJob("a batch with Dependent items cannot also merge by dedup key: "
+                             "enqueue those separately")
         if any(job.dedup_key is not None for job in jobs):
             merge = self._merge_fn({job.id: task for job, task in zip(jobs, as_tasks, strict=True)})
             if send is not None:
@@ -351,11 +400,67 @@ class Queue:
             send.sent(results)
         return [r.id for r in results]
 
+    async def enqueue_workflow(self, workflow: Workflow, *, conn: Any = None) -> UUID:
+        """Enqueue every step of ``workflow`` and its record in one transaction (the
+        caller's with ``conn=``); its id. A cycle, an unknown step or a bad task is a
+        ``ValueError`` before anything is written (docs/concepts/workflows.md)."""
+        steps = workflow.resolved()
+        jobs = []
+        for index, (step, task, after, after_failure, priority) in enumerate(steps):
+            try:
+                job, _ = self._new_job(task, index=index, id=step.id, priority=priority,
+                                       after=after, after_failure=after_failure)
+            except InvalidJob as exc:
+                raise InvalidJob(f"step {step.name!r}: {exc.reason}") from None
+            jobs.append(job)
+        if any(job.dedup_key is not None for job in jobs):
+            raise InvalidJob("workflow steps cannot have dedup keys")
+        record = WorkflowRecord(uuid7(), workflow.name, self._now(),
+                                [(step.name, step.id) for step, *_ in steps])
+        await self.store.enqueue_workflow(record, jobs, conn=conn)
+        return record.id
+
+    async def workflow(self, id: UUID | str, *, conn: Any = None) -> WorkflowState | None:
+        """Every step of workflow ``id`` as it is now, in the order added (None for an
+        unknown workflow)."""
+        found = await self.store.workflow(_uuid(id, what="workflow id"), conn=conn)
+        if found is None:
+            return None
+        return WorkflowState(found.id, found.name, found.created_at, [
+            StepState(name, step, sorted(found.after.get(step, [])), found.jobs.get(step))
+            for name, step in found.steps])
+
     # --- inspect ------------------------------------------------------------------------
 
     async def job(self, id: UUID | str, *, conn: Any = None) -> JobRecord | None:
         """The job's row, or None if there is no such job (any more)."""
         return await self.store.job(_uuid(id), conn=conn)
+
+    async def result(self, id: UUID | str, *,
+                     timeout: dt.timedelta | float | None = None,  # noqa: ASYNC109 - contract
+                     ) -> Any:
+        """The job's result (what its completing run gave ``ctx.set_result``; None if
+        it set none) once it has completed, waiting up to ``timeout`` (seconds or a
+        timedelta; None waits as long as it takes). Raises ``venturi.JobFailed`` (its
+        ``reason``: the dead entry's note) if the job died, ``venturi.JobCancelled`` if
+        it no longer exists, ``TimeoutError`` when the time is up. Woken by a
+        notification the finishing transaction sends, never by polling
+        (docs/concepts/results.md)."""
+        job_id = _uuid(id)
+        seconds = timeout.total_seconds() if isinstance(timeout, dt.timedelta) else timeout
+        if seconds is not None and seconds < 0:
+            raise ValueError("timeout must be >= 0")
+        # A job already finished stays so: answered at once, without listening (and
+        # so even with timeout=0).
+        job = await self.store.job(job_id)
+        if not results.finished(job):
+            if self._waiters is None:
+                self._waiters = results.Waiters(self.store)
+            async with asyncio.timeout(seconds):
+                job = await self._waiters.wait(job_id)
+        journal = await self.store.journal(job_id) if job is not None \
+            and job.status is Status.DEAD else []
+        return results.outcome(job_id, job, journal)
 
     async def journal(self, id: UUID | str, *, conn: Any = None) -> list[JournalRecord]:
         """The job's journal, oldest entry first (empty for an unknown job)."""
@@ -493,6 +598,38 @@ class Queue:
             raise ValueError(str(exc)) from None
         await self.store.notify_control(message)
 
+    # --- flow control (docs/concepts/flow-control.md) --------------------------------------
+
+    async def pause(self, kind: str) -> None:
+        """Claim no more jobs of ``kind`` on any worker (within about a second; running
+        ones finish); its jobs stay pending and enqueues still work."""
+        await self.store.control_kind(KindChange(_kind(kind), paused=True))
+
+    async def resume(self, kind: str) -> None:
+        """Undo :meth:`pause`."""
+        await self.store.control_kind(KindChange(_kind(kind), paused=False))
+
+    async def set_limits(self, kind: str, *, concurrency: int | object | None = _KEEP,
+                         rate: str | Rate | object | None = _KEEP) -> None:
+        """Set the operator's limits of ``kind``, overriding its task class's until
+        cleared with None; a limit not given is left as it is."""
+        if concurrency is _KEEP and rate is _KEEP:
+            raise ValueError("set_limits() needs concurrency= and/or rate=")
+        try:
+            conc = None if concurrency in (None, _KEEP) else check_concurrency(concurrency)
+            per = None if rate in (None, _KEEP) else Rate.parse(rate)  # type: ignore[arg-type]
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        await self.store.control_kind(KindChange(
+            _kind(kind), set_concurrency=concurrency is not _KEEP, concurrency=conc,
+            set_rate=rate is not _KEEP, rate=per))
+
+    async def kinds(self) -> list[KindState]:
+        """Every kind a worker declared (as it started) or an operator controlled, or
+        with claimed jobs: paused, the limits in force and where each comes from,
+        pending and claimed counts, and what holds it back (``KindState.held``)."""
+        return await self.store.kind_states()
+
     # --- administer ------------------------------------------------------------------------
 
     async def cancel(
@@ -500,15 +637,23 @@ class Queue:
         *,
         ids: Sequence[UUID | str] | None = None,
         subject: str | None = None,
+        workflow: UUID | str | None = None,
         conn: Any = None,
     ) -> int:
-        """Delete jobs by id, or every job in ``subject``'s subtree. Running ones are
-        cancelled by their workers; side effects are not undone
-        (docs/concepts/leases.md#cancellation)."""
-        if ids is None and subject is None:
-            raise ValueError("cancel() needs ids= or subject=")
-        if ids is not None and subject is not None:
-            raise ValueError("cancel() takes ids= or subject=, not both")
+        """Delete jobs by id, every job in ``subject``'s subtree, or the unfinished steps
+        of ``workflow``. Running ones are cancelled by their workers; side effects are
+        not undone (docs/concepts/leases.md#cancellation)."""
+        given = sum(x is not None for x in (ids, subject, workflow))
+        if given == 0:
+            raise ValueError("cancel() needs ids=, subject= or workflow=")
+        if given > 1:
+            raise ValueError("cancel() takes one of ids=, subject= or workflow=")
+        if workflow is not None:
+            found = await self.store.workflow(_uuid(workflow, what="workflow id"), conn=conn)
+            if found is None:
+                return 0
+            return await self.store.cancel(ids=[step for _, step in found.steps], conn=conn,
+                                           unfinished=True)
         if ids is not None:
             return await self.store.cancel(ids=[_uuid(i) for i in ids], conn=conn)
         return await self.store.cancel(subject=normalize_subject(subject or ""), conn=conn)
@@ -543,6 +688,24 @@ class Queue:
         if finished_before.tzinfo is None:
             raise ValueError("finished_before must be timezone-aware")
         return await self.store.cleanup(CleanupCriteria(finished_before, kind, st))
+
+
+def _after(after: Sequence[UUID | str] | None, after_failure: str) -> tuple[UUID, ...]:
+    """``after=`` as ids, each once, in the order given."""
+    if after_failure not in AFTER_FAILURE:
+        raise InvalidJob(f"after_failure must be one of {', '.join(AFTER_FAILURE)}, "
+                         f"not {after_failure!r}")
+    if after is None:
+        return ()
+    if isinstance(after, str | UUID):
+        raise InvalidJob("after= takes a list of job ids")
+    return tuple(dict.fromkeys(_uuid(a, what="after= job id") for a in after))
+
+
+def _kind(kind: str) -> str:
+    if not isinstance(kind, str) or not kind or kind != kind.strip():
+        raise ValueError(f"kind {kind!r} must be a non-empty string without surrounding spaces")
+    return kind
 
 
 def _check_limit(limit: int) -> None:

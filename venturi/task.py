@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, ClassVar, Self, dataclass_transform
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, dataclass_transform
 from uuid import UUID
 
 from . import _codec
 from .errors import ConfigError, TaskDefinitionError, UnknownKind
+from .store.flow import NO_LIMITS, Limits, Rate, check_concurrency
 
 if TYPE_CHECKING:
     from croniter import croniter as _croniter  # noqa: F401
@@ -28,7 +29,8 @@ MAX_LEASE = timedelta(hours=24)
 DEFAULT_LEASE = timedelta(seconds=10)
 DEFAULT_TIMEOUT = timedelta(minutes=30)
 DEFAULT_MAX_FAILURES = 25
-RESERVED_FIELDS = frozenset({"run", "subject", "dedup_key", "merge", "backoff", "kind"})
+RESERVED_FIELDS = frozenset({"run", "subject", "dedup_key", "merge", "backoff", "kind",
+                             "limit_key"})
 
 
 class Priority(IntEnum):
@@ -146,6 +148,7 @@ class TaskOptions:
     max_failures: int
     every: timedelta | None
     cron: str | None
+    limits: Limits = NO_LIMITS  # concurrency= and rate= (docs/concepts/flow-control.md)
 
     @property
     def periodic(self) -> bool:
@@ -201,6 +204,10 @@ class Task:
       as a failure (note ``timeout``), default 30 min.
     - ``max_failures``: failed runs before the job goes dead, default 25.
     - ``every`` / ``cron``: make the task periodic (no required fields, no ``dedup_key``).
+    - ``concurrency``: at most this many jobs of the kind claimed at once, across every
+      worker; ``rate``: at most ``"N/s"``, ``"N/m"`` or ``"N/h"`` claims in any window of
+      that length. Both apply per ``limit_key()`` when the task defines it
+      (docs/concepts/flow-control.md); an operator's ``venturi limits`` overrides them.
     """
 
     __task__: ClassVar[TaskOptions]
@@ -216,6 +223,8 @@ class Task:
         max_failures: int = DEFAULT_MAX_FAILURES,
         every: timedelta | None = None,
         cron: str | None = None,
+        concurrency: int | None = None,
+        rate: str | Rate | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init_subclass__(**kwargs)
@@ -232,6 +241,11 @@ class Task:
             raise TaskDefinitionError(f"{where}: timeout must be positive")
         if not isinstance(max_failures, int) or max_failures < 1:
             raise TaskDefinitionError(f"{where}: max_failures must be an int >= 1")
+        try:
+            limits = Limits(None if concurrency is None else check_concurrency(concurrency),
+                            None if rate is None else Rate.parse(rate))
+        except ConfigError as exc:
+            raise TaskDefinitionError(f"{where}: {exc}") from None
         if every is not None and cron is not None:
             raise TaskDefinitionError(f"{where}: give every= or cron=, not both")
         if every is not None and every <= timedelta(0):
@@ -267,7 +281,7 @@ class Task:
             if "dedup_key" in cls.__dict__:
                 raise TaskDefinitionError(f"{where}: a periodic task cannot define dedup_key")
 
-        cls.__task__ = TaskOptions(kind, prio, lease, timeout, max_failures, every, cron)
+        cls.__task__ = TaskOptions(kind, prio, lease, timeout, max_failures, every, cron, limits)
         cls.kind = kind
         existing = _REGISTRY.get(kind)
         if existing is not None and (existing.__module__, existing.__qualname__) != (
@@ -295,6 +309,11 @@ class Task:
         """Jobs of one kind with the same key coalesce while pending."""
         return None
 
+    def limit_key(self) -> str | None:
+        """The partition of the kind's ``concurrency`` and ``rate`` this job counts in
+        (a tenant, a user, an API key); None: the kind's own."""
+        return None
+
     def merge(self, pending: Self, carry: Any) -> Merge:
         """Decide how this new task folds into the pending one with the same key."""
         return Keep()
@@ -317,6 +336,14 @@ class Task:
         return result
 
 
+class ResultReader(Protocol):
+    """What ``Context.results`` reads: the store's ``dependencies`` and ``results``."""
+
+    async def dependencies(self, id: UUID) -> list[UUID]: ...
+
+    async def results(self, ids: Sequence[UUID]) -> dict[UUID, Any]: ...
+
+
 class Context:
     """What a running task sees of its job: identity, carry, attachment, state.
 
@@ -326,10 +353,13 @@ class Context:
     None when nothing traces the worker.
     """
 
-    __slots__ = ("_attachment", "_carry", "job_id", "kind", "run_no", "span", "state")
+    __slots__ = ("_attachment", "_carry", "_reader", "_result", "_result_limit", "job_id",
+                 "kind", "run_no", "span", "state")
 
     def __init__(self, *, job_id: UUID, kind: str, run_no: int, carry: Any, state: Any,
-                 span: Span | None = None) -> None:
+                 span: Span | None = None,
+                 result_limit: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES,
+                 reader: ResultReader | None = None) -> None:
         self.job_id = job_id
         self.kind = kind
         self.run_no = run_no
@@ -339,6 +369,9 @@ class Context:
         self.span = span
         self._carry = carry
         self._attachment: dict[str, Any] | None = None
+        self._result: str | None = None  # JSON text
+        self._result_limit = result_limit
+        self._reader = reader  # the store, for results()
 
     @property
     def carry(self) -> Any:
@@ -359,3 +392,27 @@ class Context:
     def attachment(self) -> dict[str, Any] | None:
         """What ``attach`` collected so far (None when nothing was attached)."""
         return self._attachment
+
+    def set_result(self, value: Any) -> None:
+        """The job's result, stored when this run completes it and returned by
+        ``queue.result(job_id)`` (docs/concepts/results.md). JSON-encodable and at
+        most the queue's payload limit: anything else raises ``InvalidJob`` here, in
+        the handler (a failed run, retried as any exception is). A later call
+        replaces an earlier one; a run that does not complete stores nothing."""
+        text = _codec.dumps(value, "result")
+        _codec.check_size(text, self._result_limit, "result")
+        self._result = text
+
+    async def results(self, ids: Sequence[UUID] | None = None) -> dict[UUID, Any]:
+        """The results of the jobs ``ids`` that completed, by id; by default of the jobs
+        this one was enqueued after (``after=``: docs/concepts/workflows.md). A job
+        that did not complete (it failed, with ``after_failure="run"``) is absent."""
+        if self._reader is None:
+            raise RuntimeError("ctx.results() needs the worker's store (a Context of a worker)")
+        wanted = list(await self._reader.dependencies(self.job_id) if ids is None else ids)
+        return await self._reader.results(wanted)
+
+    @property
+    def result_json(self) -> str | None:
+        """The result set so far, as JSON text (None when none was set)."""
+        return self._result

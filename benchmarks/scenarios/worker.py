@@ -1,8 +1,9 @@
 """Worker scenarios: drain, pickup latency, backlog, memory and scale-out, beside raw loops.
 
-The drain and pickup scenarios run the ``Worker`` in this process (its own
-task group on the benchmark's event loop, nothing else running); memory and
-scale-out run it in child processes (:mod:`benchmarks.workerproc`). The raw
+The drain, slots and pickup scenarios run the ``Worker`` with the library's defaults
+both in this process (its own task group on the benchmark's event loop, nothing else
+running) and in a child process of its own (:mod:`benchmarks.workerproc`), as a
+deployment runs it; memory and scale-out run it in child processes. The raw
 references (:mod:`benchmarks.raw`) work on a migrated prefix of the same shape,
 without a journal, and are measured in the same runs, taking turns with venturi.
 """
@@ -29,13 +30,22 @@ from venturi._ids import uuid7_many
 from ..explain import Statement, _id, explain
 from ..harness import Bench, Figure, scenario, truncate
 from ..raw import INSERT_NOTIFY, RawConsumer, drain_on
-from ..tasks import KIND, PROBE_KIND, STARTED, Noop, Probe, payload
+from ..tasks import (
+    KIND,
+    PROBE_KIND,
+    SLEEP,
+    SLEEPY_KIND,
+    STARTED,
+    Noop,
+    Probe,
+    Sleepy,
+    payload,
+)
 
 RAW_KIND = "bench.raw"
 COLUMNS = ["id", "kind", "payload", "priority", "max_failures"]
 ROOT = Path(__file__).resolve().parents[2]
 LEASE = dt.timedelta(seconds=30)
-PREFETCH = {10: 40, 50: 50}  # opt-in (the default is 0): claims of 50 and 100 rows
 
 
 @contextlib.contextmanager
@@ -57,9 +67,12 @@ async def fill(conn: asyncpg.Connection, prefix: str, n: int, kind: str = KIND) 
         records=((ids[i], kind, orjson.dumps(payload(i)).decode(), 1, 25) for i in range(n)))
 
 
-async def worker_drain(queue: Queue, concurrency: int, prefetch: int = 0) -> None:
-    await Worker(queue, tasks=[Noop], concurrency=concurrency,
-                 prefetch=prefetch).run(until_empty=True)
+async def worker_drain(queue: Queue, concurrency: int, prefetch: int | None = None,
+                       task: type[Noop] | type[Sleepy] = Noop) -> None:
+    """Defaults but for the concurrency; ``prefetch`` only when given."""
+    options = {} if prefetch is None else {"prefetch": prefetch}
+    await Worker(queue, tasks=[task], concurrency=concurrency,
+                 **options).run(until_empty=True)
 
 
 Drain = Callable[[], Awaitable[object]]
@@ -101,14 +114,16 @@ async def take_turns(bench: Bench, conn: asyncpg.Connection,
 
 @scenario("drain", "worker drain, no-op jobs, one process")
 async def drain(bench: Bench) -> None:
-    """One `Worker(..., concurrency=10 | 50).run(until_empty=True)`, in the benchmark's
-    process, drains N no-op jobs (20,000 at full size), every run journaled; against a
-    raw asyncpg loop claiming 100 rows per statement with `FOR UPDATE SKIP LOCKED` and
+    """One `Worker(..., concurrency=10 | 50).run(until_empty=True)` with the library's
+    defaults (adaptive prefetch included), in the benchmark's process and in a process of
+    its own (timed there from "go" to its return, the process started and connected
+    beforehand), drains N no-op jobs (20,000 at full size), every run journaled; against
+    a raw asyncpg loop claiming 100 rows per statement with `FOR UPDATE SKIP LOCKED` and
     marking them done in one statement, and the same loop one row at a time (on fewer
-    jobs: it is slow). Each statement is one transaction; no journal for raw. Timed
-    from `Worker(...)` to `run()` returning (boot and the final empty claim included).
-    The default configuration claims up to the free slots; with the opt-in `prefetch=`
-    the worker claims ahead, so the next claim's round trip overlaps running jobs."""
+    jobs: it is slow). Each statement is one transaction; no journal for raw. In-process
+    runs are timed from `Worker(...)` to `run()` returning (boot and the final empty claim
+    included). `prefetch=0` (claims for free slots only, the default before adaptive
+    prefetch) is measured beside the defaults."""
     n, n1 = bench.size.drain, bench.size.one_row
     async with (
         bench.fresh_prefix() as vp,
@@ -123,8 +138,12 @@ async def drain(bench: Bench) -> None:
                     "raw1": (rp, n1, KIND, lambda: drain_on(conn, rp, 1)),
                     "c10": (vp, n, KIND, lambda: worker_drain(queue, 10)),
                     "c50": (vp, n, KIND, lambda: worker_drain(queue, 50)),
-                    "c10p": (vp, n, KIND, lambda: worker_drain(queue, 10, PREFETCH[10])),
-                    "c50p": (vp, n, KIND, lambda: worker_drain(queue, 50, PREFETCH[50])),
+                    "c10proc": (vp, n, KIND,
+                                functools.partial(_processes, bench, "worker", vp, 1, 10)),
+                    "c50proc": (vp, n, KIND,
+                                functools.partial(_processes, bench, "worker", vp, 1, 50)),
+                    "c10p0": (vp, n, KIND, lambda: worker_drain(queue, 10, 0)),
+                    "c50p0": (vp, n, KIND, lambda: worker_drain(queue, 50, 0)),
                 })
         finally:
             await conn.close()
@@ -133,11 +152,48 @@ async def drain(bench: Bench) -> None:
     bench.record(Figure(bench.scenario, one, n1, secs["raw1"], raw=True))
     for c in (10, 50):
         bench.record(Figure(bench.scenario, f"Worker concurrency={c}", n, secs[f"c{c}"],
-                            (batched, one), note="in-process, journaled, default config"))
+                            (batched, one), note="in-process, journaled, defaults"))
     for c in (10, 50):
-        bench.record(Figure(bench.scenario, f"Worker concurrency={c}, prefetch={PREFETCH[c]}",
-                            n, secs[f"c{c}p"], (batched, one),
-                            note="opt-in prefetch: the next claim overlaps the running batch"))
+        bench.record(Figure(bench.scenario, f"Worker concurrency={c}, own process", n,
+                            secs[f"c{c}proc"], (batched, one),
+                            note="a process of its own, journaled, defaults"))
+    for c in (10, 50):
+        bench.record(Figure(bench.scenario, f"Worker concurrency={c}, prefetch=0", n,
+                            secs[f"c{c}p0"], (batched, one),
+                            note="in-process, claims for free slots only"))
+
+
+@scenario("slots", "slot utilisation: jobs that wait 20 ms, concurrency 200")
+async def slots(bench: Bench) -> None:
+    """Jobs that `await asyncio.sleep(0.02)` (a call to another service), N of them
+    (20,000 at full size), drained by one `Worker(concurrency=200)` with the library's
+    defaults, in the benchmark's process and in a process of its own, timed as in
+    `drain`; `prefetch=0` beside them. The reference is computed, not measured: 200
+    slots each running one 20 ms job after another, 10,000 jobs/s."""
+    n = bench.size.drain
+    ideal = "ideal: 200 slots × one 20 ms job after another"
+    async with bench.fresh_prefix() as vp, Queue.connect(bench.dsn, prefix=vp) as queue:
+        conn = await asyncpg.connect(bench.dsn)
+        try:
+            with quiet_logs():
+                secs = await take_turns(bench, conn, {
+                    "c200": (vp, n, SLEEPY_KIND, lambda: worker_drain(queue, 200, task=Sleepy)),
+                    "c200proc": (vp, n, SLEEPY_KIND, functools.partial(
+                        _processes, bench, "worker-sleepy", vp, 1, 200)),
+                    "c200p0": (vp, n, SLEEPY_KIND,
+                               lambda: worker_drain(queue, 200, 0, task=Sleepy)),
+                })
+        finally:
+            await conn.close()
+    bench.record(Figure(bench.scenario, ideal, n, [n * SLEEP / 200] * bench.size.runs,
+                        raw=True, note="computed, not measured"))
+    bench.record(Figure(bench.scenario, "Worker concurrency=200", n, secs["c200"], (ideal,),
+                        note="in-process, journaled, defaults"))
+    bench.record(Figure(bench.scenario, "Worker concurrency=200, own process", n,
+                        secs["c200proc"], (ideal,),
+                        note="a process of its own, journaled, defaults"))
+    bench.record(Figure(bench.scenario, "Worker concurrency=200, prefetch=0", n,
+                        secs["c200p0"], (ideal,), note="in-process, claims for free slots only"))
 
 
 async def _until(condition: Callable[[], bool], seconds: float, what: str) -> None:
@@ -161,24 +217,55 @@ async def running(worker: Worker) -> AsyncIterator[Worker]:
         await task
 
 
+@contextlib.asynccontextmanager
+async def probe_in_process(queue: Queue) -> AsyncIterator[dict[int, float]]:
+    """An idle in-process worker (concurrency 10, defaults): its probes' start times."""
+    STARTED.clear()
+    async with running(Worker(queue, tasks=[Probe], concurrency=10)):
+        yield STARTED
+
+
+@contextlib.asynccontextmanager
+async def probe_in_child(bench: Bench, prefix: str) -> AsyncIterator[dict[int, float]]:
+    """An idle worker in a process of its own (concurrency 10, defaults), reporting its
+    probes' start times (``perf_counter``: one clock for every process of the host)."""
+    child = await Child.start("worker-probe", bench.dsn, prefix, 10)
+    started: dict[int, float] = {}
+
+    async def read() -> None:
+        while (line := await child.read()).startswith("started "):
+            _, k, t = line.split()
+            started[int(k)] = float(t)
+
+    reader = asyncio.create_task(read())
+    try:
+        yield started
+    finally:
+        await child.close()
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
+
+
 async def pickup(bench: Bench, queue: Queue, raw_prefix: str, n: int,
-                 rate: float = 50.0) -> tuple[list[float], list[float], float]:
+                 rate: float = 50.0, *, process: bool = False,
+                 ) -> tuple[list[float], list[float], float]:
     """Latencies (ms) from enqueue commit to handler start, venturi and raw, ``n`` each.
 
     One job every ``1/rate`` s, alternating venturi and raw jobs, each only after the
     previous one started: both consumers are idle and LISTENing when a job arrives.
     Commit time is when the producer's call returned; start time is what the handler
-    recorded; one process, one clock (``perf_counter``).
+    recorded (in this process, or with ``process`` in the worker's own); one clock
+    (``perf_counter``).
     """
-    STARTED.clear()
     raw_started: dict[int, float] = {}
     committed: dict[str, dict[int, float]] = {"venturi": {}, "raw": {}}
     insert = INSERT_NOTIFY.format(p=raw_prefix)
     conn = await asyncpg.connect(bench.dsn)
-    worker = Worker(queue, tasks=[Probe], concurrency=10)
+    consumer = probe_in_child(bench, queue.prefix) if process else probe_in_process(queue)
     try:
         async with (
-            running(worker),
+            consumer as started,
             RawConsumer(bench.dsn, raw_prefix,
                         lambda p: raw_started.__setitem__(p["n"], time.perf_counter())),
         ):
@@ -191,23 +278,24 @@ async def pickup(bench: Bench, queue: Queue, raw_prefix: str, n: int,
                 if (i + k) % 2:  # alternate which goes first
                     await queue.enqueue(Probe(n=k, uri=f"s3://bench/objects/{k:08d}"))
                     committed["venturi"][k] = time.perf_counter()
-                    await _until(functools.partial(STARTED.__contains__, k), 10, "a venturi pickup")
+                    await _until(functools.partial(started.__contains__, k), 10,
+                                 "a venturi pickup")
                 else:
                     await conn.fetchval(insert, uuid7_many(1)[0], KIND,
                                         orjson.dumps(payload(k)).decode())
                     committed["raw"][k] = time.perf_counter()
                     await _until(functools.partial(raw_started.__contains__, k), 10, "a raw pickup")
             seconds = time.perf_counter() - start
+            ms_v = [(started[k] - t) * 1000 for k, t in committed["venturi"].items()]
     finally:
         await conn.close()
-    ms_v = [(STARTED[k] - t) * 1000 for k, t in committed["venturi"].items()]
     ms_r = [(raw_started[k] - t) * 1000 for k, t in committed["raw"].items()]
     return ms_v, ms_r, seconds
 
 
 def _pickup_figures(bench: Bench, ms_v: list[float], ms_r: list[float], seconds: float,
-                    suffix: str = "", note: str = "") -> None:
-    raw = f"raw LISTEN + claim loop{suffix}"
+                    suffix: str = "", note: str = "", raw_suffix: str | None = None) -> None:
+    raw = f"raw LISTEN + claim loop{suffix if raw_suffix is None else raw_suffix}"
     bench.record(Figure(bench.scenario, raw, len(ms_r), [seconds], raw=True, unit="ms",
                         samples=ms_r, note="plain asyncpg, same table shape"))
     bench.record(Figure(bench.scenario, f"Worker pickup{suffix}", len(ms_v), [seconds], (raw,),
@@ -217,11 +305,12 @@ def _pickup_figures(bench: Bench, ms_v: list[float], ms_r: list[float], seconds:
 @scenario("pickup", "pickup latency into an idle worker")
 async def pickup_latency(bench: Bench) -> None:
     """Jobs enqueued one at a time (`Queue.enqueue`, about 50 per second, each after the
-    previous one started) into an idle in-process worker (concurrency 10, LISTENing):
-    latency = handler start − enqueue commit, same process and clock. The raw
+    previous one started) into an idle worker (concurrency 10, defaults, LISTENing), in
+    the benchmark's process, then in a process of its own: latency = handler start −
+    enqueue commit, on one clock (`perf_counter`, the host's monotonic clock). The raw
     reference: a plain asyncpg LISTEN connection and a claim loop (claim up to 100,
     mark done) woken by each notification, fed by an INSERT + pg_notify statement,
-    interleaved with venturi's jobs in the same run."""
+    interleaved with venturi's jobs in the same run (one for each worker)."""
     async with (
         bench.fresh_prefix() as vp,
         bench.fresh_prefix() as rp,
@@ -229,7 +318,12 @@ async def pickup_latency(bench: Bench) -> None:
     ):
         with quiet_logs():
             ms_v, ms_r, seconds = await pickup(bench, queue, rp, bench.size.pickup)
-    _pickup_figures(bench, ms_v, ms_r, seconds)
+            _pickup_figures(bench, ms_v, ms_r, seconds)
+            ms_v, ms_r, seconds = await pickup(bench, queue, rp, bench.size.pickup,
+                                               process=True)
+            _pickup_figures(bench, ms_v, ms_r, seconds, suffix=", own process",
+                            raw_suffix=", beside the worker process",
+                            note="idle, LISTENing, a process of its own")
 
 
 async def load_backlog(conn: asyncpg.Connection, prefix: str, finished: int,
@@ -298,8 +392,9 @@ async def backlog(bench: Bench) -> None:
         finally:
             await conn.close()
     rows = f"{bench.size.finished:,} completed + {bench.size.future:,} future rows"
-    scan = ("index scan on " + ", ".join(plan.indexes)) if plan.index_driven \
-        else f"NOT index-driven: seq scans {plan.seq_scans}"
+    # The jobs table's indexes (the claim also probes the small kinds table's key).
+    scan = ("index scan on " + ", ".join(i for i in plan.indexes if i.startswith("jobs_"))) \
+        if plan.index_driven else f"NOT index-driven: seq scans {plan.seq_scans}"
     raw_e, raw_b = "raw claim 100 + done 100, empty table", f"raw claim 100 + done 100, {rows}"
     bench.record(Figure(bench.scenario, raw_e, n, secs["raw_empty"], raw=True))
     bench.record(Figure(bench.scenario, raw_b, n, secs["raw_big"], raw=True))
@@ -379,30 +474,86 @@ async def _processes(bench: Bench, mode: str, prefix: str, count: int,
             await c.close()
 
 
-@scenario("scaleout", "scale-out: two worker processes vs one")
+# pg_stat_activity keeps the first track_activity_query_size bytes (1 kB by default) of
+# a statement: the claim's first CTEs, which name the table.
+CLAIM_WAITS = """
+SELECT coalesce(wait_event_type || ':' || wait_event, 'on CPU') FROM pg_stat_activity
+WHERE state = 'active' AND pid <> pg_backend_pid() AND query LIKE 'WITH kinds AS (%'
+  AND query LIKE '%' || $1 || 'jobs%SKIP LOCKED%'
+"""
+
+
+async def sampling_claims(bench: Bench, prefix: str, waits: dict[str, int],
+                          drain: Drain) -> object:
+    """Run ``drain`` while another connection samples, every 5 ms or so, what the
+    backends running venturi's claim statement wait on (``pg_stat_activity``)."""
+    conn = await asyncpg.connect(bench.dsn)
+    done = asyncio.Event()
+
+    async def sample() -> None:
+        while not done.is_set():
+            for (event,) in await conn.fetch(CLAIM_WAITS, prefix):
+                waits[event] = waits.get(event, 0) + 1
+            await asyncio.sleep(0.005)
+
+    sampler = asyncio.create_task(sample())
+    try:
+        return await drain()
+    finally:
+        done.set()
+        await sampler
+        await conn.close()
+
+
+def wait_summary(waits: dict[str, int]) -> str:
+    total = sum(waits.values())
+    if not total:
+        return "no claim seen running"
+    shares = sorted(waits.items(), key=lambda kv: -kv[1])
+    return f"claim statement, {total:,} samples: " + ", ".join(
+        f"{event} {count / total:.0%}" for event, count in shares[:5])
+
+
+@scenario("scaleout", "scale-out: worker processes on one table")
 async def scaleout(bench: Bench) -> None:
     """N no-op jobs (20,000 at full size) drained by one worker process
-    (`Worker(concurrency=50).run(until_empty=True)`), then by two on the same table,
-    timed by the parent from "go" to the last one's return (processes started and
-    connected beforehand); the raw batched loop in one and two processes likewise."""
+    (`Worker(concurrency=50).run(until_empty=True)`, defaults), by two, and by eight at
+    concurrency 25, on the same table, timed by the parent from "go" to the last one's
+    return (processes started and connected beforehand); the raw batched loop in one,
+    two and eight processes likewise. During the worker drains another connection samples
+    `pg_stat_activity` for what the backends running the claim statement wait on (the
+    figures' notes: a lock convoy would show as `Lock:` or `LWLock:` waits)."""
     n = bench.size.drain
+    waits: dict[str, dict[str, int]] = {"worker1": {}, "worker8": {}}
     async with bench.fresh_prefix() as sp:
         conn = await asyncpg.connect(bench.dsn)
         try:
-            secs = await take_turns(bench, conn, {
-                f"{mode}{k}": (sp, n, KIND, functools.partial(_processes, bench, mode, sp, k, 50))
-                for mode in ("raw", "worker") for k in (1, 2)
-            })
+            contenders: dict[str, tuple[str, int, str, Drain]] = {
+                f"{mode}{k}": (sp, n, KIND, functools.partial(
+                    _processes, bench, mode, sp, k, 25 if k == 8 else 50))
+                for mode in ("raw", "worker") for k in (1, 2, 8)
+            }
+            for name in waits:
+                contenders[name] = (sp, n, KIND, functools.partial(
+                    sampling_claims, bench, sp, waits[name], contenders[name][3]))
+            secs = await take_turns(bench, conn, contenders)
         finally:
             await conn.close()
-    r1, r2 = "raw batched loop, 1 process", "raw batched loop, 2 processes"
+    r1, r2, r8 = ("raw batched loop, 1 process", "raw batched loop, 2 processes",
+                  "raw batched loop, 8 processes")
     one = "Worker concurrency=50, 1 process"
     bench.record(Figure(bench.scenario, r1, n, secs["raw1"], raw=True))
     bench.record(Figure(bench.scenario, r2, n, secs["raw2"], raw=True))
-    bench.record(Figure(bench.scenario, one, n, secs["worker1"], (r1,)))
+    bench.record(Figure(bench.scenario, r8, n, secs["raw8"], raw=True))
+    bench.record(Figure(bench.scenario, one, n, secs["worker1"], (r1,),
+                        note=wait_summary(waits["worker1"])))
     bench.record(Figure(bench.scenario, "Worker concurrency=50, 2 processes", n,
                         secs["worker2"], (r2, one), note="the ratio to 1 process is the "
                         "scale-out factor"))
+    bench.record(Figure(bench.scenario, "Worker concurrency=25, 8 processes", n,
+                        secs["worker8"], (r8, one),
+                        note=f"the ratio to 1 process: no lock convoy when ≥ 100 %; "
+                             f"{wait_summary(waits['worker8'])}"))
 
 
 @scenario("memory", "worker memory across a long drain")

@@ -18,8 +18,9 @@ from .conftest import APP, Cli, claim, one_line_error, settle
 def test_migrate_prints_what_it_applied_then_nothing(bare: Cli) -> None:
     first = bare.ok("migrate")
     assert first.stdout.splitlines() == [
-        "applied 0001_init.sql", "applied 0002_storage.sql", "applied 0005_trace.sql",
-        "applied 0006_tallies.sql"]
+        "applied 0001_init.sql", "applied 0002_storage.sql", "applied 0003_kinds.sql",
+        "applied 0004_results.sql",
+        "applied 0005_trace.sql", "applied 0006_tallies.sql"]
     second = bare.ok("migrate")
     assert "applied" not in second.stdout
     assert "up to date" in second.stdout
@@ -51,10 +52,11 @@ def test_stats_counts_per_kind_as_table_and_json(cli: Cli) -> None:
 
     text = cli.ok("stats").stdout.splitlines()
     assert text[0].split() == ["KIND", "RUNNABLE", "SCHEDULED", "CLAIMED", "DEAD", "OLDEST",
-                               "RUNNABLE"]
+                               "RUNNABLE", "HELD", "BY"]
     echo_line = next(line for line in text if line.startswith("cli.echo"))
     assert echo_line.split()[:5] == ["cli.echo", "2", "1", "0", "0"]
     assert echo_line.split()[5].endswith("s")  # an age like "0s"
+    assert echo_line.split()[6] == "-"  # nothing holds it back (docs/concepts/flow-control.md)
     assert text[-1] == "total: 3 pending, 1 claimed, 0 completed, 1 dead"
     # Columns line up: each header starts where its values start.
     header = text[0]
@@ -85,7 +87,8 @@ def test_jobs_pages_newest_first_with_a_cursor(cli: Cli) -> None:
     assert list(job) == [
         "id", "kind", "status", "priority", "priority_name", "subject", "dedup_key", "payload",
         "carry", "periodic", "run_count", "failure_count", "max_failures", "created_at",
-        "visible_at", "claimed_by", "claim_expires_at", "finished_at", "trace_id",
+        "visible_at", "claimed_by", "claim_expires_at", "finished_at", "trace_id", "result",
+        "waiting",
     ]
     assert job["payload"] == {"uri": "file:///4", "words": 1}
     assert (job["status"], job["priority_name"], job["subject"]) == ("pending", "normal",

@@ -63,7 +63,7 @@ def test_worker_runs_jobs_logs_json_and_exits_0_after_drain(
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     proc = start_worker(cli, "--concurrency", "3", "--name", "cli-test-w1", "--grace", "5s",
-                        "--kinds", "cli.echo", "--retention", "completed=1d",
+                        "--prefetch", "4", "--kinds", "cli.echo", "--retention", "completed=1d",
                         "--http", f"127.0.0.1:{port}")
     reap.append(proc)
 
@@ -137,6 +137,8 @@ def test_drain_and_worker_option_errors(cli: Cli) -> None:
     assert "--retention" in worker("--retention", "pending=1d")
     assert "--retention completed" in worker("--retention", "completed=soon")
     assert "--grace" in worker("--grace", "x")
+    assert "--prefetch" in worker("--prefetch", "lots")
+    assert "--prefetch" in worker("--prefetch", "10001")
     assert "--log-format" in worker("--log-format", "xml")
     assert "--maintenance" in worker("--maintenance", "sometimes")
     assert "--http" in worker("--http", "nowhere")

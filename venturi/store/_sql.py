@@ -11,9 +11,10 @@ blocks, each starting with a header line:
 Other ``--`` lines are comments and are dropped. In the text, ``{prefix}`` is
 the validated table prefix (table names are also schema-qualified) and
 ``{now}`` the clock: ``$1``, or the database's ``now()`` when the store's clock
-returns None. Those are the only splices: every value is a bind parameter,
-written ``$n``, and every driver sends the text as it is (psycopg through its
-``RawCursor``).
+returns None (``{clock}``: the same, but ``clock_timestamp()``, for a statement that
+must read the time after a lock its transaction waited for). Those are the only
+splices: every value is a bind parameter, written ``$n``, and every driver sends
+the text as it is (psycopg through its ``RawCursor``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ..config import validate_prefix
 _HEADER = re.compile(r"^-- (name|fragment): (\w+)\s*$", re.MULTILINE)
 _INCLUDE = re.compile(r"^\s*-- include: (\w+)\s*$", re.MULTILINE)
 NOW_PARAM = "coalesce($1::timestamptz, now())"
+CLOCK_PARAM = "coalesce($1::timestamptz, clock_timestamp())"
 STATEMENTS = "venturi.store.postgres"
 
 
@@ -78,7 +80,9 @@ class Query:
 
 
 # Table references (not channel names, which sit inside quotes).
-_TABLE = re.compile(r"(?<!')\{prefix\}(jobs|journal|workers|migrations|tallies)\b")
+_TABLE = re.compile(
+    r"(?<!')\{prefix\}(jobs|journal|workers|migrations|tallies|kinds|kind_starts|dependencies"
+    r"|workflows)\b")
 
 
 def quote_ident(name: str) -> str:
@@ -94,9 +98,10 @@ def queries(prefix: str, schema: str | None = None) -> dict[str, Query]:
     qualified = prefix if schema is None else f"{quote_ident(schema)}.{prefix}"
     out: dict[str, Query] = {}
     for name, body in _raw_blocks().items():
-        uses_now = "{now}" in body
+        uses_now = "{now}" in body or "{clock}" in body
         body = _TABLE.sub(lambda m: f"{qualified}{m.group(1)}", body)
-        sql = body.replace("{prefix}", prefix).replace("{now}", NOW_PARAM)
+        sql = (body.replace("{prefix}", prefix).replace("{now}", NOW_PARAM)
+               .replace("{clock}", CLOCK_PARAM))
         out[name] = Query(name, sql, uses_now)
     return out
 

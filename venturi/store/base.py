@@ -22,6 +22,7 @@ from uuid import UUID
 
 from .checks import check_new_job_batch, check_new_jobs
 from .clocks import UTC, Clock, DatabaseClock, ManualClock
+from .flow import KindChange, KindState, LimitedClaim, Limits, Rate
 from .records import (
     Action,
     ClaimRequest,
@@ -47,16 +48,52 @@ from .records import (
     Snapshot,
     Status,
     WorkerInfo,
+    WorkflowRecord,
 )
 from .vacuum import MaintenanceState, VacuumPolicy, VacuumRun
 
 __all__ = [
-    "UTC", "Action", "AsyncFn", "ClaimRequest", "CleanupCriteria", "Clock", "CountFilter",
-    "DatabaseClock", "Detail", "Enqueued", "FailedJob", "FinishedMinute", "HistoryFilter",
-    "IdentityLock", "JobRecord", "JournalRecord", "KeysetFilter", "LeaseRenewal", "Listener",
-    "Maintenance", "ManualClock", "MergeFn", "MergeUpdate", "NewJob", "NewJobBatch", "Outcome",
-    "Recovered", "Settled", "Settlement", "Snapshot", "Status", "Store", "WorkerInfo",
-    "check_new_job_batch", "check_new_jobs",
+    "UTC",
+    "Action",
+    "AsyncFn",
+    "ClaimRequest",
+    "CleanupCriteria",
+    "Clock",
+    "CountFilter",
+    "DatabaseClock",
+    "Detail",
+    "Enqueued",
+    "FailedJob",
+    "FinishedMinute",
+    "HistoryFilter",
+    "IdentityLock",
+    "JobRecord",
+    "JournalRecord",
+    "KeysetFilter",
+    "KindChange",
+    "KindState",
+    "LeaseRenewal",
+    "LimitedClaim",
+    "Limits",
+    "Listener",
+    "Maintenance",
+    "ManualClock",
+    "MergeFn",
+    "MergeUpdate",
+    "NewJob",
+    "NewJobBatch",
+    "Outcome",
+    "Rate",
+    "Recovered",
+    "Settled",
+    "Settlement",
+    "Snapshot",
+    "Status",
+    "Store",
+    "WorkerInfo",
+    "WorkflowRecord",
+    "check_new_job_batch",
+    "check_new_jobs",
 ]
 
 
@@ -87,6 +124,16 @@ class Store(abc.ABC):
         await self.enqueue(batch.jobs(), conn=conn)
 
     @abc.abstractmethod
+    async def enqueue_workflow(self, workflow: WorkflowRecord, jobs: Sequence[NewJob], *,
+                               conn: Any = None) -> None:
+        """Insert a workflow's steps (``jobs``, some waiting for others) and its record,
+        atomically (docs/concepts/workflows.md)."""
+
+    @abc.abstractmethod
+    async def workflow(self, id: UUID, *, conn: Any = None) -> WorkflowRecord | None:
+        """The workflow, with its steps' jobs still there and their edges."""
+
+    @abc.abstractmethod
     async def dedup_candidate(self, kind: str, dedup_key: str) -> JobRecord | None:
         """The oldest pending job of ``kind`` sharing ``dedup_key``."""
 
@@ -104,6 +151,13 @@ class Store(abc.ABC):
     async def claim(self, request: ClaimRequest) -> list[JobRecord]:
         """Claim up to ``request.limit`` runnable jobs in one statement
         (docs/concepts/priorities.md)."""
+
+    @abc.abstractmethod
+    async def claim_limited(self, request: ClaimRequest) -> LimitedClaim:
+        """Claim up to ``request.limit`` runnable jobs of limited kinds, within what
+        their concurrency and rate leave, per ``limit_key`` partition, in the order and
+        with the reserved slots of ``claim`` (docs/concepts/flow-control.md). Paused
+        kinds are left out. Correct under any number of concurrent claimers."""
 
     @abc.abstractmethod
     async def settle_many(
@@ -161,6 +215,14 @@ class Store(abc.ABC):
     async def job(self, id: UUID, *, conn: Any = None) -> JobRecord | None: ...
 
     @abc.abstractmethod
+    async def results(self, ids: Sequence[UUID]) -> dict[UUID, Any]:
+        """The results of those of ``ids`` that completed, by id (docs/concepts/results.md)."""
+
+    @abc.abstractmethod
+    async def dependencies(self, id: UUID) -> list[UUID]:
+        """The jobs job ``id`` was enqueued after (``after=``), by id."""
+
+    @abc.abstractmethod
     async def journal(self, id: UUID, *, conn: Any = None) -> list[JournalRecord]:
         """A job's journal, oldest first."""
 
@@ -202,10 +264,12 @@ class Store(abc.ABC):
     # administering
     @abc.abstractmethod
     async def cancel(
-        self, *, ids: Sequence[UUID] | None = None, subject: str | None = None, conn: Any = None
+        self, *, ids: Sequence[UUID] | None = None, subject: str | None = None, conn: Any = None,
+        unfinished: bool = False,
     ) -> int:
         """Delete jobs by id or subject subtree; notify owners of claimed ones
-        (docs/concepts/leases.md, cancellation)."""
+        (docs/concepts/leases.md, cancellation). ``unfinished``: only those of ``ids``
+        still pending or claimed."""
 
     @abc.abstractmethod
     async def retry(self, *, ids: Sequence[UUID] | None = None, kind: str | None = None) -> int:
@@ -214,6 +278,31 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def cleanup(self, criteria: CleanupCriteria) -> int:
         """Delete terminal jobs (their journals go with them); return how many."""
+
+    # flow control (docs/concepts/flow-control.md)
+    @abc.abstractmethod
+    async def control_kind(self, change: KindChange) -> None:
+        """Apply an operator's pause, resume or limits to a kind, and tell every worker
+        (the control channel's ``kinds`` message)."""
+
+    @abc.abstractmethod
+    async def declare_kinds(self, limits: Mapping[str, Limits]) -> None:
+        """Record the code's limits of these kinds (a starting worker's task classes);
+        workers are told when that changed anything."""
+
+    @abc.abstractmethod
+    async def kind_controls(self, kinds: Sequence[str] | None = None) -> list[KindState]:
+        """The recorded controls of ``kinds`` (all when None), by kind; counts not read."""
+
+    @abc.abstractmethod
+    async def wake_kinds(self, kinds: Sequence[str]) -> None:
+        """Tell idle workers of ``kinds`` to claim (a wake-up per kind on the jobs
+        channel): a worker settled jobs of limited kinds, so budget is free."""
+
+    @abc.abstractmethod
+    async def kind_states(self) -> list[KindState]:
+        """Every kind with a row (controls, or declared by a worker) or claimed jobs:
+        controls, counts, and what holds it back (``KindState.held``), by kind."""
 
     # workers and control
     @abc.abstractmethod
@@ -233,6 +322,12 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def listen(self) -> Listener:
         """A fresh listener on the jobs and control channels."""
+
+    @abc.abstractmethod
+    def listen_finished(self) -> Listener:
+        """A fresh listener on the results channel: ``("finished", ids)`` whenever jobs
+        complete, go dead or are cancelled (venturi/notices.py), sent by the
+        transaction that finished them, at its commit (docs/concepts/results.md)."""
 
     @abc.abstractmethod
     def identity_lock(self, name: str) -> IdentityLock:
@@ -302,7 +397,8 @@ class Maintenance(abc.ABC):
 
 
 class Listener(abc.ABC):
-    """Wake-ups from the store: ``("jobs", kind)`` or ``("control", json)``.
+    """Wake-ups from the store: ``("jobs", kind)`` or ``("control", json)`` (or, from
+    ``listen_finished``, ``("finished", ids)``).
 
     A notification is only a hint; the claim query decides what runs.
     """

@@ -1,10 +1,11 @@
 """Where a job is claimed: the claim loop, and the hand-off of claimed jobs to the slots.
 
-One claim at a time, for as many jobs as there are free slots (plus the prefetch
-window): ``claim_wanted`` says when to look, the claim statement decides what runs
-(docs/concepts/lifecycle.md), and the priority floor splits each batch between the
-tiers (docs/concepts/priorities.md, ``fairness.py``). Nothing is claimed before the
-buffered settlements of an outage are written (docs/concepts/failures.md).
+One claim at a time, for as many jobs as there are free slots plus the prefetch window
+(``prefetch.py``, worked out again before each claim): ``claim_wanted`` says when to
+look, the claim statement decides what runs (docs/concepts/lifecycle.md), and the
+priority floor splits each batch between the tiers (docs/concepts/priorities.md,
+``fairness.py``). Nothing is claimed before the buffered settlements of an outage are
+written (docs/concepts/failures.md).
 """
 
 from __future__ import annotations
@@ -12,64 +13,45 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 import anyio
 
 from ..errors import DatabaseUnavailable
 from ..logs import get_logger
-from ..store.base import ClaimRequest, JobRecord, Store
+from ..store.base import ClaimRequest, JobRecord, LimitedClaim, Store
 from .clock import DbClock
 from .fairness import Fairness
+from .flow import Flow
 from .health import DatabaseHealth
-from .held import Held, HeldJobs
+from .held import Held, HeldJobs, HeldState
 from .identity import Identity
 from .metrics import KindMetrics
+from .prefetch import Prefetch
 from .settler import Settler
 from .waker import VisibilityTimer
 
 log = get_logger("venturi.worker")
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimWindow:
-    """How many claims a worker may hold, and when the next claim may go out early.
-
-    With prefetch, the next claim goes out while buffered jobs still wait: once a
-    prefetch window is free, a slot about to start a job yields to the claimer first
-    (``overlap``), so the claim's round trip overlaps runs instead of alternating with
-    them. The claim then leaves about ``concurrency`` jobs buffered: that hides a round
-    trip only when the slots are at least as many as the window (docs/benchmarks.md,
-    "The next claim overlaps the buffered jobs"), so it is off for wider windows.
-    """
-
-    capacity: int  # slots plus the prefetch window
-    floor: int  # with jobs buffered, claim no fewer than this
-    overlap: bool
-
-    @classmethod
-    def of(cls, concurrency: int, prefetch: int) -> ClaimWindow:
-        return cls(concurrency + prefetch, max(1, prefetch), 0 < prefetch <= concurrency)
-
-
 class Claimer:
     """Claims while ``claim_wanted`` is set, until ``stop`` is."""
 
     def __init__(self, store: Store, identity: Identity, leases: dict[str, dt.timedelta],
-                 window: ClaimWindow, held: HeldJobs, settler: Settler, timer: VisibilityTimer,
+                 prefetch: Prefetch, held: HeldJobs, settler: Settler, timer: VisibilityTimer,
                  db: DatabaseHealth, clock: DbClock, kinds: dict[str, KindMetrics],
-                 claim_wanted: asyncio.Event, stop: asyncio.Event) -> None:
+                 flow: Flow, claim_wanted: asyncio.Event, stop: asyncio.Event) -> None:
         self._store = store
         self._identity = identity
         self._leases = leases
         self._deadlines = {k: (v, v.total_seconds() * 2 / 3) for k, v in leases.items()}
-        self._window = window
+        self._prefetch = prefetch
         self._held = held
         self._settler = settler
         self._timer = timer
         self._db = db
         self._clock = clock
         self._kinds = kinds
+        self._flow = flow
         self._claim_wanted = claim_wanted
         self._stop = stop
         self._fairness = Fairness()
@@ -79,23 +61,28 @@ class Claimer:
     def wants_turn(self) -> bool:
         """Whether a slot about to start a job should let the next claim go out first
         (``ClaimWindow.overlap``)."""
-        return (not self.claiming and self._claim_wanted.is_set()
-                and self._window.capacity - self._held.active >= self._window.floor)
+        window, held = self._prefetch.current, self._held
+        return (window.overlap and not self.claiming and self._claim_wanted.is_set()
+                and window.claim_now(held.active, held.inbox.qsize()) > 0)
+
+    def _running_since(self) -> list[float]:
+        return [h.started for h in self._held.by_id.values()
+                if h.state is HeldState.RUNNING and h.started]
 
     async def run(self, *, until_empty: bool = False) -> bool:
         """Claim until a stop is requested; with ``until_empty``, also until no runnable
         work is left (then True: the caller drains the worker)."""
-        held_jobs, settler, window = self._held, self._settler, self._window
+        held_jobs, settler, prefetch = self._held, self._settler, self._prefetch
+        loop_time = asyncio.get_running_loop().time
         while not self._stop.is_set():
             await self._claim_wanted.wait()
             self._claim_wanted.clear()
             if self._stop.is_set():
                 return False
-            free = window.capacity - held_jobs.active
-            if free <= 0:
-                continue
-            if free < window.floor and held_jobs.inbox.qsize():
-                continue  # the slots have buffered work: wait for a worthwhile batch
+            window = prefetch.window(self._running_since)
+            free = window.claim_now(held_jobs.active, held_jobs.inbox.qsize())
+            if not free:
+                continue  # no room, or the slots have buffered work: wait for a worthwhile batch
             settled_before = settler.written
             try:
                 # The flush-first wait only exists after an outage; its stop guard costs a
@@ -103,35 +90,70 @@ class Claimer:
                 if self._db.flush_pending and not await self._unless_stopped(
                         settler.flushed_after_outage):
                     return False
-                low, normal = self._fairness.split(free)
                 self.claiming = True
+                sent = loop_time()
                 try:
-                    jobs = await self._store.claim(ClaimRequest(
-                        self._identity.claimed_by, self._leases, free, reserve_normal=normal,
-                        reserve_low=low))
+                    jobs, more = await self._claim(free)
                 finally:
                     self.claiming = False
+                prefetch.claimed(loop_time() - sent)
             except DatabaseUnavailable:
                 if not await self._db.back_off("claimer", until=self._stop):
                     return False
                 self._claim_wanted.set()
                 continue
             self._db.recovered("claimer")
-            self._fairness.advance(len(jobs))
             if jobs:
                 self._dispatch(jobs)
-            if len(jobs) == free:
+            if len(jobs) == free or more:
                 self._claim_wanted.set()  # there is probably more: claim again as slots free up
             else:
                 self._timer.recompute()
                 quiet = settled_before == settler.written  # nothing committed mid-claim
                 if (until_empty and quiet and not jobs and not len(held_jobs)
-                        and not len(settler)):
+                        and not len(settler) and not self._flow.waiting):
                     log.info("queue_empty", worker=self._identity.name)
                     return True
                 if until_empty and not quiet:
                     self._claim_wanted.set()
         return False
+
+    async def _claim(self, free: int) -> tuple[list[JobRecord], bool]:
+        """Up to ``free`` jobs: the limited kinds' first, within their budget
+        (docs/concepts/flow-control.md), then the other kinds' in the rest. The floor's
+        reserved slots are split over both, as one batch. ``more``: a limited claim
+        stopped short for a reason the next one will not have."""
+        flow = self._flow
+        if flow.stale:
+            await flow.refresh()
+        plain, limited = flow.split(self._leases)
+        jobs: list[JobRecord] = []
+        more = False
+        got: LimitedClaim | None = None
+        if limited:
+            low, normal = self._fairness.split(free)
+            got = await self._store.claim_limited(ClaimRequest(
+                self._identity.claimed_by, limited, free, reserve_normal=normal,
+                reserve_low=low))
+            jobs, more = got.jobs, got.more
+            self._fairness.advance(len(jobs))
+            if len(jobs) < free and not more:
+                retry_at = None if got.retry_at is None else self._clock.to_local(got.retry_at)
+                flow.claimed_short(retry_at)
+                if retry_at is not None:
+                    self._timer.wake_at(retry_at)
+        rest = free - len(jobs)
+        found: list[JobRecord] = []
+        if plain and rest > 0:
+            low, normal = self._fairness.split(rest)
+            found = await self._store.claim(ClaimRequest(
+                self._identity.claimed_by, plain, rest, reserve_normal=normal,
+                reserve_low=low))
+            self._fairness.advance(len(found))
+            jobs = jobs + found if jobs else found
+        if got is not None or flow.paused:
+            flow.observe(got or LimitedClaim(), found)
+        return jobs, more
 
     def _dispatch(self, jobs: list[JobRecord]) -> None:
         """Hold the claimed jobs and hand them to the slots (per-batch bookkeeping)."""

@@ -8,7 +8,7 @@ import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from ..config import parse_address
 from ..errors import ConfigError, UnknownKind
@@ -31,8 +31,11 @@ def default_name() -> str:
 class WorkerConfig:
     """How a worker runs. Durations are ``timedelta``; every field is validated.
 
-    ``prefetch`` jobs beyond the free slots may be claimed ahead; they are
-    leased, renewed and released like running ones.
+    ``prefetch``: how many jobs beyond the free slots may be claimed ahead.
+    ``"auto"`` (the default) adapts it to the observed job rate and claim round
+    trip, bounded so that a buffered job waits at most about 20 ms of the slots'
+    work (``prefetch.py``, docs/concepts/leases.md); a number fixes it, 0 claims only
+    for free slots. Prefetched jobs are leased, renewed and released like running ones.
 
     ``maintenance``: when the worker vacuums the queue's tables itself, where
     autovacuum is off or behind (docs/operations/maintenance.md); a ``VacuumPolicy``,
@@ -51,7 +54,7 @@ class WorkerConfig:
     retention_interval: timedelta = timedelta(seconds=60)
     listen_dsn: str | None = None
     handle_signals: bool = False
-    prefetch: int = 0
+    prefetch: int | Literal["auto"] = "auto"
     max_backoff: timedelta = timedelta(seconds=5)
     http: str | None = None  # "HOST:PORT" serves /healthz, /readyz, /metrics
     sample_interval: timedelta = timedelta(seconds=15)
@@ -68,8 +71,11 @@ class WorkerConfig:
             raise ConfigError(f"maintenance must be a VacuumPolicy, True or False, got {wanted!r}")
         if not isinstance(self.concurrency, int) or not 1 <= self.concurrency <= 10_000:
             raise ConfigError(f"concurrency must be an int in 1..10000, got {self.concurrency!r}")
-        if not isinstance(self.prefetch, int) or not 0 <= self.prefetch <= 10_000:
-            raise ConfigError(f"prefetch must be an int in 0..10000, got {self.prefetch!r}")
+        if self.prefetch != "auto" and (
+                not isinstance(self.prefetch, int) or isinstance(self.prefetch, bool)
+                or not 0 <= self.prefetch <= 10_000):
+            raise ConfigError(
+                f"prefetch must be 'auto' or an int in 0..10000, got {self.prefetch!r}")
         if self.name is not None and (not self.name or "/" in self.name
                                       or not self.name.isprintable() or len(self.name) > 200):
             raise ConfigError(

@@ -55,6 +55,13 @@ class WorkerMetrics:
             "venturi_queue_oldest_runnable_seconds",
             "Age of the oldest runnable job since it became visible (sampled).", ["kind"],
             registry=r)
+        self.kind_limited = Counter(
+            "venturi_kind_limited", "Times a claim found a kind held back (by: concurrency, "
+            "rate, paused; docs/concepts/flow-control.md).", ["kind", "by"], registry=r)
+        self.kind_limited_wait = Histogram(
+            "venturi_kind_limited_wait_seconds",
+            "How long a held-back kind waited for budget: from the claim that found it held "
+            "back to its next claimed job.", ["kind"], buckets=_RUN_BUCKETS, registry=r)
         self.waker_reconnects = Counter("venturi_waker_reconnects",
                                         "LISTEN connection re-establishments.", registry=r)
         self.db_unavailable = Counter("venturi_db_unavailable",

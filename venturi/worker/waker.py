@@ -87,7 +87,8 @@ class Waker:
 
     def __init__(self, store: Store, kinds: Sequence[str], identity: Identity, health: Health,
                  db: DatabaseHealth, metrics: WorkerMetrics, timer: VisibilityTimer,
-                 claim_wanted: asyncio.Event, on_control: Callable[[str], None]) -> None:
+                 claim_wanted: asyncio.Event, on_control: Callable[[str], None],
+                 on_kind: Callable[[str], None] | None = None) -> None:
         self._store = store
         self._kinds = frozenset(kinds)
         self._identity = identity
@@ -97,6 +98,7 @@ class Waker:
         self._timer = timer
         self._claim_wanted = claim_wanted
         self._on_control = on_control
+        self._on_kind = on_kind  # every wake-up of one of our kinds (flow.py)
 
     async def run(self) -> None:
         connected_before = False
@@ -135,6 +137,8 @@ class Waker:
         if notice.kind not in self._kinds:
             return
         if notice.due is None:
+            if self._on_kind is not None:
+                self._on_kind(notice.kind)
             self._claim_wanted.set()
             return
         self._timer.wake_at_db_time(notice.due)
@@ -144,10 +148,12 @@ class Poller:
     """The bounded fallback: look for work every ``interval`` seconds (every second at
     most while LISTEN is down)."""
 
-    def __init__(self, interval: float, health: Health, claim_wanted: asyncio.Event) -> None:
+    def __init__(self, interval: float, health: Health, claim_wanted: asyncio.Event,
+                 on_tick: Callable[[], None] | None = None) -> None:
         self._interval = interval
         self._health = health
         self._claim_wanted = claim_wanted
+        self._on_tick = on_tick  # a blocked limited claim tries again too (flow.py)
 
     async def run(self) -> None:
         while True:
@@ -155,4 +161,6 @@ class Poller:
             if not self._health.listening:
                 interval = min(interval, 1.0)
             await anyio.sleep(interval)
+            if self._on_tick is not None:
+                self._on_tick()
             self._claim_wanted.set()

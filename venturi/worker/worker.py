@@ -15,6 +15,7 @@ import contextlib
 import datetime as dt
 import logging
 import signal
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from typing import Any
@@ -24,14 +25,15 @@ import anyio
 from ..errors import ConfigError, DatabaseUnavailable
 from ..logs import get_logger
 from ..queue import Queue
-from ..store.base import IdentityLock
+from ..store.base import IdentityLock, Settled, Settlement
 from ..task import Task
-from .claimer import Claimer, ClaimWindow
+from .claimer import Claimer
 from .clock import DbClock
 from .config import WorkerConfig, select_tasks
 from .control import Control
 from .deadlines import DeadlineWatcher, StallMonitor
 from .executor import Executor
+from .flow import Flow
 from .health import DatabaseHealth, GaveUp, Health
 from .heartbeat import Heartbeat
 from .held import HeldJobs, StopReason
@@ -40,6 +42,7 @@ from .identity import Identity, IdentityGuard, NameLock
 from .metrics import QueueSampler, WorkerMetrics
 from .outcomes import Outcomes, Progress
 from .periodic import PeriodicSeeder
+from .prefetch import Prefetch
 from .recovery import Reaper, recover_earlier_boots
 from .renewer import Renewer
 from .retention import Retention
@@ -127,13 +130,17 @@ class Worker:
                                       self._claim_wanted)
         self._outcomes = Outcomes(self._held, self.metrics, self._kind_metrics,
                                   self._timer.wake_at)
-        self._settler = Settler(store, self.identity, self._db, self._outcomes.record,
+        self._flow = Flow(store, {k: cls.__task__.limits for k, cls in self.tasks.items()},
+                          self._db, self.metrics, config.heartbeat_interval.total_seconds())
+        self._settler = Settler(store, self.identity, self._db, self._on_settled,
                                 self._held.dropped, self._claim_wanted)
         self._deadlines = DeadlineWatcher(self._held)
-        self._window = ClaimWindow.of(config.concurrency, config.prefetch)
-        self._claimer = Claimer(store, self.identity, self.leases, self._window, self._held,
+        self._prefetch = Prefetch(config.concurrency,
+                                  None if config.prefetch == "auto" else config.prefetch,
+                                  time.monotonic)  # the clock of Held.started
+        self._claimer = Claimer(store, self.identity, self.leases, self._prefetch, self._held,
                                 self._settler, self._timer, self._db, self._clock,
-                                self._kind_metrics, self._claim_wanted, self._stop)
+                                self._kind_metrics, self._flow, self._claim_wanted, self._stop)
         # The drain: its grace, the wait for running jobs it may shorten, a forced stop.
         self._grace = config.grace
         self._grace_scope: anyio.CancelScope | None = None
@@ -141,6 +148,18 @@ class Worker:
         self._flush_scope: anyio.CancelScope | None = None
         self._force = False
         self._starting: anyio.CancelScope | None = None  # lifespan, HTTP and boot
+
+    def _on_settled(self, batch: list[Settlement], results: list[Settled]) -> None:
+        """A committed settle batch: recorded, and the budget it freed in limited kinds
+        announced to the other workers (docs/concepts/flow-control.md)."""
+        if self._flow.announcing:
+            held = self._held.by_id
+            self._flow.settled({h.kind for x in batch if (h := held.get(x.id)) is not None})
+        self._outcomes.record(batch, results)
+
+    def _kinds_changed(self, kinds: tuple[str, ...]) -> None:
+        if self._flow.changed(kinds):
+            self._claim_wanted.set()
 
     # --- what the worker is --------------------------------------------------------------
 
@@ -257,7 +276,9 @@ class Worker:
                 state = None
                 if self._lifespan is not None:
                     state = await stack.enter_async_context(self._lifespan())
-                executor = Executor(self.tasks, state, self._clock, self._deadlines.watch)
+                executor = Executor(self.tasks, state, self._clock, self._deadlines.watch,
+                                    result_limit=self.queue.max_payload_bytes,
+                                    reader=self.queue.store)
                 if self.config.http is not None:
                     self.http = HttpServer(
                         self.queue, self.health, self.metrics.registry, self.config.http,
@@ -283,6 +304,7 @@ class Worker:
             if await name.take():
                 await recover_earlier_boots(self.store, self.identity)
             await self._clock.sync(self.store)
+            await self._flow.declare()
 
         try:
             await self._db.retry("boot", boot, until=self._stop)
@@ -292,7 +314,7 @@ class Worker:
 
     async def _supervise(self, lock: IdentityLock, executor: Executor,
                          until_empty: bool) -> None:
-        slots = Slots(self.config.concurrency, self._window, self._held, executor,
+        slots = Slots(self.config.concurrency, self._prefetch, self._held, executor,
                       self._settler, self._claimer, self._kind_metrics, self._stop)
         async with anyio.create_task_group() as services:
             async with anyio.create_task_group() as slot_group:
@@ -311,18 +333,20 @@ class Worker:
         """The background services (each a coroutine function), besides the claimer
         and the slots."""
         config, store, db, tasks = self.config, self.store, self._db, list(self.tasks)
-        control = Control(self._held, self.identity, self.request_drain)
+        control = Control(self._held, self.identity, self.request_drain, self._kinds_changed)
         services: list[Service] = [
             self._settler.run,
             Waker(store, tasks, self.identity, self.health, db, self.metrics, self._timer,
-                  self._claim_wanted, control.handle).run,
+                  self._claim_wanted, control.handle, self._flow.woken).run,
+            self._flow.run,
             self._timer.run,
             Reaper(store, db, self._settler.flushed_after_outage, self._claim_wanted,
                    self._shortest_lease).run,
             Renewer(store, self.identity, self._held, db, self._shortest_lease).run,
             Heartbeat(store, self.identity, tasks, config.concurrency, self._held, self.health,
                       self._clock, db, config.heartbeat_interval.total_seconds()).run,
-            Poller(config.poll_interval.total_seconds(), self.health, self._claim_wanted).run,
+            Poller(config.poll_interval.total_seconds(), self.health, self._claim_wanted,
+                   self._flow.unblock).run,
             StallMonitor(self._shortest_lease).run,
             self._deadlines.run,
             PeriodicSeeder(store, list(self.tasks.values()), db,

@@ -8,15 +8,26 @@
 -- pulled lazily: a tier is only scanned, and its rows only locked, when the fill
 -- still needs rows. A tier's fill starts after the rows its reservation locked
 -- (SKIP LOCKED does not skip our own locks).
+--
+-- Kinds a row of {prefix}kinds pauses or limits are left out here: they are claimed
+-- by claim_limited (flow.sql), so a worker whose idea of them is stale never claims
+-- past a limit or a pause (docs/concepts/flow-control.md).
 WITH kinds AS (
     SELECT k.kind, k.lease FROM unnest($2::text[], $3::interval[]) AS k(kind, lease)
+), open_kinds AS (
+    SELECT coalesce(array_agg(k.kind), '{}') AS a FROM unnest($2::text[]) AS k(kind)
+    WHERE NOT EXISTS (SELECT 1 FROM {prefix}kinds AS s WHERE s.kind = k.kind AND
+-- include: controlled
+    )
 ), low AS (
     SELECT id, visible_at FROM {prefix}jobs
-    WHERE status = 'pending' AND priority = 2 AND visible_at <= {now} AND kind = ANY($2::text[])
+    WHERE status = 'pending' AND priority = 2 AND visible_at <= {now}
+      AND kind = ANY((SELECT a FROM open_kinds)::text[])
     ORDER BY visible_at, id LIMIT $6 FOR UPDATE SKIP LOCKED
 ), normal AS (
     SELECT id, visible_at FROM {prefix}jobs
-    WHERE status = 'pending' AND priority = 1 AND visible_at <= {now} AND kind = ANY($2::text[])
+    WHERE status = 'pending' AND priority = 1 AND visible_at <= {now}
+      AND kind = ANY((SELECT a FROM open_kinds)::text[])
     ORDER BY visible_at, id LIMIT $5 FOR UPDATE SKIP LOCKED
 ), reserved AS (
     SELECT id FROM low UNION ALL SELECT id FROM normal
@@ -26,7 +37,8 @@ WITH kinds AS (
     SELECT visible_at, id FROM normal ORDER BY visible_at DESC, id DESC LIMIT 1
 ), t0 AS (
     SELECT id FROM {prefix}jobs
-    WHERE status = 'pending' AND priority = 0 AND visible_at <= {now} AND kind = ANY($2::text[])
+    WHERE status = 'pending' AND priority = 0 AND visible_at <= {now}
+      AND kind = ANY((SELECT a FROM open_kinds)::text[])
     ORDER BY visible_at, id LIMIT $4 FOR UPDATE SKIP LOCKED
 ), t1 AS (
     -- The fill of a tier goes on after the last row its reservation took (a keyset:
@@ -34,7 +46,8 @@ WITH kinds AS (
     -- walked, dead entries included), and only when the reservation took all it asked
     -- for: fewer means the tier is exhausted.
     SELECT id FROM {prefix}jobs
-    WHERE status = 'pending' AND priority = 1 AND visible_at <= {now} AND kind = ANY($2::text[])
+    WHERE status = 'pending' AND priority = 1 AND visible_at <= {now}
+      AND kind = ANY((SELECT a FROM open_kinds)::text[])
       AND (visible_at, id) > (
           coalesce((SELECT visible_at FROM last_normal), '-infinity'::timestamptz),
           coalesce((SELECT id FROM last_normal), '00000000-0000-0000-0000-000000000000'::uuid))
@@ -42,7 +55,8 @@ WITH kinds AS (
     ORDER BY visible_at, id LIMIT $4 FOR UPDATE SKIP LOCKED
 ), t2 AS (
     SELECT id FROM {prefix}jobs
-    WHERE status = 'pending' AND priority = 2 AND visible_at <= {now} AND kind = ANY($2::text[])
+    WHERE status = 'pending' AND priority = 2 AND visible_at <= {now}
+      AND kind = ANY((SELECT a FROM open_kinds)::text[])
       AND (visible_at, id) > (
           coalesce((SELECT visible_at FROM last_low), '-infinity'::timestamptz),
           coalesce((SELECT id FROM last_low), '00000000-0000-0000-0000-000000000000'::uuid))

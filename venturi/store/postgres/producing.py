@@ -21,6 +21,7 @@ from ..base import (
     MergeUpdate,
     NewJob,
     NewJobBatch,
+    WorkflowRecord,
     check_new_job_batch,
     check_new_jobs,
 )
@@ -34,7 +35,7 @@ _ZERO = dt.timedelta(0)
 # (docs/benchmarks.md, enqueue_many).
 COPY_MIN_ROWS = 5_000
 _COPY_COLUMNS = ["id", "kind", "payload", "priority", "max_failures", "carry", "dedup_key",
-                 "subject", "periodic", "trace_context"]
+                 "subject", "periodic", "trace_context", "limit_key"]
 
 
 def _unless_all(default: Any, values: list[Any]) -> list[Any] | None:
@@ -57,6 +58,9 @@ class Producing(Operations):
             return []
         check_new_jobs(jobs)
         on = self._on(conn)
+        if any(j.after for j in jobs):
+            await self._insert_waiting(jobs, on)
+            return [Enqueued(j.id, False) for j in jobs]
         if all(j.dedup_key is None for j in jobs):
             await self._insert(jobs, on)
             return [Enqueued(j.id, False) for j in jobs]
@@ -74,7 +78,7 @@ class Producing(Operations):
             await self._execute(
                 "insert_one", j.id, j.kind, j.payload, j.priority, j.delay, j.at,
                 j.max_failures, j.carry, j.dedup_key, j.subject, j.periodic, j.trace_context,
-                on=on, keep=True,
+                j.limit_key, on=on, keep=True,
             )
             return
         # A column at its default in every row is sent as one NULL array (unnest pads
@@ -92,6 +96,30 @@ class Producing(Operations):
             _unless_all(None, [j.subject for j in jobs]),
             _unless_all(False, [j.periodic for j in jobs]),
             _unless_all(None, [j.trace_context for j in jobs]),
+            _unless_all(None, [j.limit_key for j in jobs]),
+            on=on, keep=True,
+        )
+
+    async def enqueue_workflow(self, workflow: WorkflowRecord, jobs: Sequence[NewJob], *,
+                               conn: Any = None) -> None:
+        check_new_jobs(jobs)
+        async with self.driver.session(self._on(conn)) as ex, ex.atomic("venturi_workflow"):
+            await self._insert_waiting(jobs, ex)
+            await self._execute("insert_workflow", workflow.id, workflow.name, rows.encode(
+                [(name, str(id)) for name, id in workflow.steps]), on=ex)
+
+    async def _insert_waiting(self, jobs: Sequence[NewJob], on: Executor | None) -> None:
+        """A batch of which some jobs wait for others (docs/concepts/workflows.md): one
+        statement, however the dependencies are spread in and out of the batch."""
+        await self._execute(
+            "insert_waiting",
+            [j.id for j in jobs], [j.kind for j in jobs], [j.payload for j in jobs],
+            [j.priority for j in jobs], [j.delay for j in jobs], [j.at for j in jobs],
+            [j.max_failures for j in jobs], [j.carry for j in jobs],
+            [j.dedup_key for j in jobs], [j.subject for j in jobs], [j.periodic for j in jobs],
+            [j.trace_context for j in jobs],
+            rows.encode([(str(j.id), str(a)) for j in jobs for a in j.after]),
+            [j.run_on_failure for j in jobs], [j.limit_key for j in jobs],
             on=on, keep=True,
         )
 
@@ -127,7 +155,7 @@ class Producing(Operations):
         await self._execute(
             "insert_many", batch.ids, batch.kinds, batch.payloads, batch.priorities,
             None, None, batch.max_failures, None, None, batch.subjects, batch.periodic,
-            None if batch.trace_context is None else [batch.trace_context] * n,
+            None if batch.trace_context is None else [batch.trace_context] * n, None,
             on=on, keep=True,
         )
 
@@ -145,10 +173,10 @@ class Producing(Operations):
                 return None
             return _COPY_COLUMNS, ((j.id, j.kind, j.payload, j.priority, j.max_failures,
                                     j.carry, j.dedup_key, j.subject, j.periodic,
-                                    j.trace_context) for j in jobs)
+                                    j.trace_context, j.limit_key) for j in jobs)
         return [*_COPY_COLUMNS, "created_at", "visible_at"], (
             (j.id, j.kind, j.payload, j.priority, j.max_failures, j.carry, j.dedup_key,
-             j.subject, j.periodic, j.trace_context, now,
+             j.subject, j.periodic, j.trace_context, j.limit_key, now,
              j.at if j.at is not None else now + j.delay)
             for j in jobs
         )

@@ -19,13 +19,14 @@ from .. import _sql
 from ..base import Clock, DatabaseClock, IdentityLock, Listener, Maintenance, Store
 from .administering import Administering
 from .asyncpg_driver import AsyncpgDriver
-from .driver import Driver, channels
+from .driver import Driver, channels, results_channel
+from .flowing import Flowing
 from .inspecting import Inspecting
 from .producing import Producing
 from .working import Working
 
 
-class PostgresStore(Producing, Working, Inspecting, Administering, Store):
+class PostgresStore(Producing, Working, Flowing, Inspecting, Administering, Store):
     """The production store. Build it with :meth:`connect` (asyncpg), or around a
     driver of your own (``driver.Driver``)."""
 
@@ -127,6 +128,9 @@ class PostgresStore(Producing, Working, Inspecting, Administering, Store):
 
     def listen(self) -> Listener:
         return self.driver.listener(channels(self.prefix))
+
+    def listen_finished(self) -> Listener:
+        return self.driver.listener(results_channel(self.prefix))
 
     def identity_lock(self, name: str) -> IdentityLock:
         q, args = self._bind("identity_lock", (self.prefix, name))

@@ -1,0 +1,247 @@
+"""The prefetch window (docs/concepts/leases.md, "Prefetch"): adapted by default to the
+observed job rate and claim round trip, bounded so that a buffered job waits at most
+about 20 ms of the slots' work; fixed with ``prefetch=N``.
+
+The policy is tested on its own with a clock the test moves (deterministic); the worker
+tests check what it means with PostgreSQL: a slow kind is not claimed ahead, a second
+worker gets work while the first is busy, a drain releases what was claimed ahead."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Iterable
+from typing import ClassVar
+from uuid import UUID
+
+import pytest
+
+import venturi
+from venturi import Queue, Status
+from venturi.errors import ConfigError
+from venturi.worker.prefetch import WAIT_BOUND, ClaimWindow, Prefetch
+
+from ..conftest import wait_for
+from .conftest import running
+from .spies import Call, record
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def nothing_running() -> Iterable[float]:
+    return ()
+
+
+def drive(p: Prefetch, clock: FakeClock, *, rate: float, rtt: float, seconds: float,
+          kind: str = "k", run: float = 0.0001) -> ClaimWindow:
+    """Runs end at ``rate`` per second, a claim of ``rtt`` every millisecond."""
+    window = p.window(nothing_running)
+    for _ in range(int(seconds * 1000)):
+        for _ in range(int(rate / 1000)):
+            p.ran(kind, run)
+        clock.now += 0.001
+        p.claimed(rtt)
+        window = p.window(nothing_running)
+    return window
+
+
+def test_a_fresh_worker_claims_for_its_free_slots_only() -> None:
+    p = Prefetch(10, None, FakeClock())
+    assert p.adaptive
+    assert p.window(nothing_running) == ClaimWindow(10, 1, 0, False)
+
+
+def test_fast_jobs_open_the_window_by_what_the_round_trip_justifies() -> None:
+    clock = FakeClock()
+    p = Prefetch(10, None, clock)
+    window = drive(p, clock, rate=20_000, rtt=0.001, seconds=0.5)
+    assert p.rate == pytest.approx(20_000, rel=0.01)
+    low = math.ceil(p.rate * p.rtt)  # runs ended during one round trip: about 20
+    assert 20 <= low <= 21
+    assert window == ClaimWindow(10 + 3 * low, 10 + 3 * low, low, True)
+    # The next claim goes out once no more than a round trip's worth is buffered.
+    assert window.claim_now(active=10 + low + 1, buffered=low + 1) == 0
+    assert window.claim_now(active=10 + low, buffered=low) == 2 * low
+
+
+def test_a_fixed_window_claims_once_the_window_is_free_or_the_buffer_empty() -> None:
+    window = ClaimWindow.of(4, 3)
+    assert window.claim_now(active=5, buffered=1) == 0  # 2 free: less than the window
+    assert window.claim_now(active=4, buffered=1) == 3
+    assert window.claim_now(active=5, buffered=0) == 2
+    assert window.claim_now(active=7, buffered=0) == 0
+
+
+def test_the_window_holds_no_more_than_20_ms_of_work_at_the_rate_seen() -> None:
+    clock = FakeClock()
+    p = Prefetch(10, None, clock)
+    window = drive(p, clock, rate=5_000, rtt=0.050, seconds=0.5)  # a slow round trip
+    assert window.capacity - 10 == int(p.rate * WAIT_BOUND) <= 100
+
+
+@pytest.mark.parametrize(("run", "ahead"), [(0.002, 100), (0.02, 10), (0.05, 4), (0.2, 1),
+                                            (0.5, 0)])
+def test_a_slow_kind_bounds_the_window_as_if_every_job_were_that_slow(
+        run: float, ahead: int) -> None:
+    """Whatever the rate: concurrency × 20 ms / the slowest kind's runs."""
+    clock = FakeClock()
+    p = Prefetch(10, None, clock)
+    drive(p, clock, rate=50_000, rtt=0.004, seconds=0.3)
+    p.ran("slow", run)
+    p.ran("slow", run)
+    window = p.window(nothing_running)
+    assert window.capacity - 10 == ahead
+    if ahead == 0:
+        assert window == ClaimWindow(10, 1, 0, False)
+
+
+def test_a_run_going_on_for_long_closes_the_window_before_it_ends() -> None:
+    clock = FakeClock()
+    p = Prefetch(4, None, clock)
+    assert drive(p, clock, rate=20_000, rtt=0.001, seconds=0.3).capacity > 4
+    started = clock.now
+    clock.now += 0.1  # one run has been going for 100 ms: 4 × 20 ms / 100 ms < 1
+    for _ in range(2000):  # while others keep the rate up
+        p.ran("k", 0.0001)
+    assert p.window(lambda: [started, clock.now]) == ClaimWindow(4, 1, 0, False)
+
+
+def test_an_idle_spell_closes_the_window() -> None:
+    """The rate is a moving average over about 50 ms: after a second without runs, the
+    first claim of the next burst is for free slots only."""
+    clock = FakeClock()
+    p = Prefetch(10, None, clock)
+    assert drive(p, clock, rate=20_000, rtt=0.001, seconds=0.3).capacity > 10
+    clock.now += 1.0
+    assert p.window(nothing_running) == ClaimWindow(10, 1, 0, False)
+
+
+@pytest.mark.parametrize("fixed", [0, 3, 40])
+def test_a_fixed_window_ignores_what_it_observes(fixed: int) -> None:
+    clock = FakeClock()
+    p = Prefetch(10, fixed, clock)
+    assert not p.adaptive
+    assert drive(p, clock, rate=20_000, rtt=0.001, seconds=0.1) == ClaimWindow.of(10, fixed)
+    p.ran("slow", 10.0)
+    assert p.window(nothing_running) == ClaimWindow.of(10, fixed)
+
+
+def test_prefetch_is_auto_by_default_and_validated() -> None:
+    assert venturi.WorkerConfig().prefetch == "auto"
+    assert venturi.WorkerConfig(prefetch=0).prefetch == 0
+    for bad in (-1, 10_001, "fast", 2.5, True):
+        with pytest.raises(ConfigError, match="prefetch"):
+            venturi.WorkerConfig(prefetch=bad)  # type: ignore[arg-type]
+
+
+# --- with the worker and PostgreSQL ---------------------------------------------------------
+
+
+class Quick(venturi.Task, kind="wp.quick"):
+    async def run(self, ctx: venturi.Context) -> None:
+        return None
+
+
+class Slow(venturi.Task, kind="wp.slow"):
+    """50 ms a run: with two slots, 2 × 20 ms / 50 ms < 1 job may wait in the buffer."""
+
+    async def run(self, ctx: venturi.Context) -> None:
+        await asyncio.sleep(0.05)
+
+
+class Gated(venturi.Task, kind="wp.gated"):
+    """Runs until the test opens its gate, or for ``hold`` seconds when given."""
+
+    started: ClassVar[list[UUID]] = []
+    gate: ClassVar[asyncio.Event]
+    hold: float | None = None
+
+    async def run(self, ctx: venturi.Context) -> None:
+        Gated.started.append(ctx.job_id)
+        if self.hold is not None:
+            await asyncio.sleep(self.hold)
+        else:
+            await Gated.gate.wait()
+
+
+def limits(claims: list[Call]) -> list[int]:
+    return [c.args[0].limit for c in claims]
+
+
+async def test_the_default_worker_claims_ahead_of_its_slots_for_fast_jobs(
+        pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    claims = record(monkeypatch, pgq.store, "claim")
+    await pgq.enqueue_many([Quick() for _ in range(2_000)])
+    worker = venturi.Worker(pgq, tasks=[Quick], concurrency=2)
+    await asyncio.wait_for(worker.run(until_empty=True), 30)
+    assert max(limits(claims)) > 2, limits(claims)
+    assert await pgq.count(kind="wp.quick", statuses=[Status.COMPLETED]) == 2_000
+
+
+async def test_a_slow_kind_is_not_claimed_ahead(
+        pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    claims = record(monkeypatch, pgq.store, "claim")
+    await pgq.enqueue_many([Slow() for _ in range(30)])
+    worker = venturi.Worker(pgq, tasks=[Slow], concurrency=2)
+    await asyncio.wait_for(worker.run(until_empty=True), 30)
+    assert claims and all(n <= 2 for n in limits(claims)), limits(claims)
+    assert await pgq.count(kind="wp.slow", statuses=[Status.COMPLETED]) == 30
+
+
+async def test_a_second_worker_gets_work_while_the_first_is_busy(
+        pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first worker has just run fast jobs (its window is open) and knows the gated
+    kind for slow: four gated jobs arrive, it claims two for its two slots and holds no
+    more; the second worker, started then, runs the other two."""
+    Gated.started, Gated.gate = [], asyncio.Event()
+    claims = record(monkeypatch, pgq.store, "claim")
+    first = venturi.Worker(pgq, tasks=[Quick, Gated], concurrency=2, poll_interval=60)
+    second = venturi.Worker(pgq, tasks=[Quick, Gated], concurrency=2, poll_interval=60)
+    async with running(first):
+        await pgq.enqueue_many([Quick() for _ in range(2_000)])
+
+        async def quick_done() -> bool:
+            return await pgq.count(kind="wp.quick", statuses=[Status.COMPLETED]) == 2_000
+        await wait_for(quick_done, timeout=30, what="the fast jobs")
+        assert max(limits(claims)) > 2, limits(claims)
+        known = await pgq.enqueue(Gated(hold=0.05))  # 50 ms: 2 × 20 ms / 50 ms < 1
+        await wait_for(lambda: _done(pgq, known.id), what="the slow run")
+        await pgq.enqueue_many([Gated() for _ in range(4)])
+        await wait_for(lambda: len(Gated.started) == 3, what="two runs on the first worker")
+        async with running(second):
+            await wait_for(lambda: len(Gated.started) == 5 and second.held == 2,
+                           what="the second worker to run the other two")
+            assert first.held == 2
+            Gated.gate.set()
+
+
+async def _done(pgq: Queue, id: UUID) -> bool:
+    job = await pgq.job(id)
+    return job is not None and job.status is Status.COMPLETED
+
+
+async def test_a_drain_releases_the_jobs_claimed_ahead(pgq: Queue) -> None:
+    """Claimed ahead, never started: released at drain (journal ``released``, no
+    failure), as running jobs past the grace are."""
+    Gated.started, Gated.gate = [], asyncio.Event()
+    ids = await pgq.enqueue_many([Gated() for _ in range(5)])
+    worker = venturi.Worker(pgq, tasks=[Gated], concurrency=1, prefetch=2, grace=0.2)
+    async with running(worker):
+        await wait_for(lambda: worker.held == 3 and len(Gated.started) == 1,
+                       what="one run and two buffered")
+    assert worker.exit_code == 0 and worker.progress.released == 3
+    for id in ids[:3]:
+        job = await pgq.job(id)
+        assert job is not None and job.status is Status.PENDING and job.failure_count == 0
+        assert [e.outcome for e in await pgq.journal(id)] == ["released"]
+    for id in ids[3:]:  # never claimed
+        job = await pgq.job(id)
+        assert job is not None and job.run_count == 0 and await pgq.journal(id) == []

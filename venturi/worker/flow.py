@@ -1,0 +1,177 @@
+"""Flow control in the worker: which kinds to claim by the limited claim, which to skip
+while paused, and telling the other workers when this one frees budget
+(docs/concepts/flow-control.md).
+
+The store decides: every claim reads ``{prefix}kinds`` and the plain claim never takes a
+paused or limited kind, so what this object believes can only be late, never unsafe.
+It re-reads the rows when a ``kinds`` control message names one of its kinds, after a
+reconnect, and every ``refresh_interval`` seconds in any case.
+
+A limited kind whose claim came back short is *blocked*: the claimer skips its claim
+until something can have freed budget (a wake-up of one of its kinds on the jobs
+channel, which settlements of limited kinds send; the rate window's timer; a change of
+its controls; the fallback poll). So a saturated kind costs no claim per slot that frees
+for the other kinds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from functools import partial
+
+import anyio
+
+from ..store.base import JobRecord, KindState, LimitedClaim, Limits, Store
+from .health import DatabaseHealth
+from .metrics import WorkerMetrics
+
+
+class Flow:
+    def __init__(self, store: Store, code: Mapping[str, Limits], db: DatabaseHealth,
+                 metrics: WorkerMetrics, refresh_interval: float) -> None:
+        self._store = store
+        self._metrics = metrics
+        self._held_since: dict[str, float] = {}  # kind -> loop time it was found held back
+        self._code = dict(code)
+        self._db = db
+        self._refresh_interval = refresh_interval
+        self.limited: frozenset[str] = frozenset(k for k, v in code.items() if v.any)
+        self.paused: frozenset[str] = frozenset()
+        self.stale = True  # read the rows before the next claim
+        self.blocked = False  # the last limited claim came back short: wait for a wake-up
+        self._retry_at: float | None = None  # loop time a rate window frees budget
+        self._freed: set[str] = set()  # limited kinds this worker settled, to announce
+        # Limited kinds near their limit as this worker last claimed them: only their
+        # settlements are announced (a kind far from its limit has nobody waiting).
+        self._binding: set[str] = set()
+        self._announce = asyncio.Event()
+
+    # --- what the claimer asks -----------------------------------------------------------
+
+    def split(self, leases: Mapping[str, dt.timedelta]
+              ) -> tuple[dict[str, dt.timedelta], dict[str, dt.timedelta]]:
+        """(plain kinds, limited kinds) of ``leases``, paused kinds left out, and the
+        limited ones left out too while blocked."""
+        plain: dict[str, dt.timedelta] = {}
+        limited: dict[str, dt.timedelta] = {}
+        if self.blocked and self._retry_at is not None \
+                and anyio.current_time() >= self._retry_at:
+            self.unblock()
+        for kind, lease in leases.items():
+            if kind in self.paused:
+                continue
+            if kind in self.limited:
+                if not self.blocked:
+                    limited[kind] = lease
+            else:
+                plain[kind] = lease
+        return plain, limited
+
+    def claimed_short(self, retry_at_local: dt.datetime | None) -> None:
+        """The limited claim took fewer than it asked for: block until a wake-up, or
+        until ``retry_at_local`` (a rate window frees budget then)."""
+        self.blocked = True
+        self._retry_at = None
+        if retry_at_local is not None:
+            delay = (retry_at_local - dt.datetime.now(dt.UTC)).total_seconds()
+            self._retry_at = anyio.current_time() + max(delay, 0.0)
+
+    @property
+    def announcing(self) -> bool:
+        """Whether settlements may have budget to announce (a kind near its limit)."""
+        return bool(self._binding)
+
+    @property
+    def waiting(self) -> bool:
+        """Blocked until a rate window frees budget (runnable work is waiting for it)."""
+        return self.blocked and self._retry_at is not None
+
+    def observe(self, got: LimitedClaim, plain: list[JobRecord]) -> None:
+        """After a claim: which limited kinds are near their limit (their settlements
+        are announced), what held kinds back, and how long a held kind waited once it is
+        claimed again (``venturi_kind_limited_total``,
+        ``venturi_kind_limited_wait_seconds``)."""
+        near = got.near | {kind for kind, _ in got.held}
+        self._binding -= {j.kind for j in got.jobs} - near
+        self._binding |= near
+        now = anyio.current_time()
+        for kind, why in got.held:
+            self._metrics.kind_limited.labels(kind, why).inc()
+            self._held_since.setdefault(kind, now)
+        if self._held_since:
+            for job in (*got.jobs, *plain):
+                since = self._held_since.pop(job.kind, None)
+                if since is not None:
+                    self._metrics.kind_limited_wait.labels(job.kind).observe(now - since)
+
+    def unblock(self) -> None:
+        self.blocked = False
+        self._retry_at = None
+
+    async def declare(self) -> None:
+        """At boot: record the code's limits of every kind served (the last worker to
+        start wins), then read the rows."""
+        await self._store.declare_kinds(self._code)
+        await self.refresh()
+
+    async def refresh(self) -> None:
+        """Re-read the kinds' rows (the claimer calls it when ``stale``)."""
+        rows = await self._store.kind_controls(sorted(self._code))
+        self._apply(rows)
+
+    def _apply(self, rows: Iterable[KindState]) -> None:
+        by_kind = {r.kind: r for r in rows}
+        limited, paused = set(), set()
+        for kind, code in self._code.items():
+            row = by_kind.get(kind)
+            if row is not None and row.paused:
+                paused.add(kind)
+            if code.any or (row is not None and row.limits.any):
+                limited.add(kind)
+        now = anyio.current_time()
+        for kind in paused - self.paused:
+            self._metrics.kind_limited.labels(kind, "paused").inc()
+            self._held_since.setdefault(kind, now)
+        self.limited, self.paused = frozenset(limited), frozenset(paused)
+        self.stale = False
+        self.unblock()
+
+    # --- what the other services tell it -------------------------------------------------
+
+    def changed(self, kinds: Iterable[str]) -> bool:
+        """A ``kinds`` control message: whether it names one of ours (then re-read)."""
+        if any(k in self._code for k in kinds):
+            self.stale = True
+            return True
+        return False
+
+    def woken(self, kind: str) -> None:
+        """A wake-up of ``kind`` on the jobs channel."""
+        if kind in self.limited:
+            self.unblock()
+
+    def settled(self, kinds: Iterable[str]) -> None:
+        """This worker settled jobs of these kinds: announce those near their limit."""
+        freed = [k for k in kinds if k in self._binding]
+        if freed:
+            self._freed.update(freed)
+            self._announce.set()
+
+    async def run(self) -> None:
+        """Announce freed budget (batched: what settles while one announcement is in
+        flight goes in the next), and mark the rows stale every ``refresh_interval``."""
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._refresh_every)
+            while True:
+                await self._announce.wait()
+                self._announce.clear()
+                kinds, self._freed = sorted(self._freed), set()
+                await self._db.retry("flow", partial(self._store.wake_kinds, kinds))
+
+    async def _refresh_every(self) -> None:
+        while True:
+            await anyio.sleep(self._refresh_interval)
+            self.stale = True
+            self.unblock()
