@@ -102,10 +102,10 @@ async def test_what_after_refuses(pg_queue: Queue) -> None:
         await pg_queue.enqueue(Index(uri="x"), after=str(first.id))  # type: ignore[arg-type]
     with pytest.raises(venturi.InvalidJobId):
         await pg_queue.enqueue(Index(uri="x"), after=["not-a-uuid"])
-    job, _ = pg_queue._new_job(Index(uri="x"))
+    job, _ = pg_queue._jobs.new_job(Index(uri="x"))
     with pytest.raises(InvalidJob, match="itself"):
         await pg_queue.store.enqueue([dataclasses.replace(job, after=(job.id,))])
-    other, _ = pg_queue._new_job(Index(uri="y"))
+    other, _ = pg_queue._jobs.new_job(Index(uri="y"))
     with pytest.raises(InvalidJob, match="cycle"):
         await pg_queue.store.enqueue([dataclasses.replace(job, after=(other.id,)),
                                       dataclasses.replace(other, after=(job.id,))])

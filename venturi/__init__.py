@@ -29,7 +29,8 @@ if TYPE_CHECKING:
         UnknownKind,
         VenturiError,
     )
-    from .queue import Dependent, Page, Queue
+    from .newjob import Dependent
+    from .queue import Page, Queue
     from .store.base import (
         Detail,
         Enqueued,
@@ -59,7 +60,8 @@ _HOMES = {
     ".errors": ("ConfigError", "DatabaseError", "DatabaseUnavailable", "InvalidJob",
                 "InvalidJobId", "JobCancelled", "JobFailed", "PayloadDecodeError",
                 "SchemaMissing", "TaskDefinitionError", "UnknownKind", "VenturiError"),
-    ".queue": ("Dependent", "Page", "Queue"),
+    ".newjob": ("Dependent",),
+    ".queue": ("Page", "Queue"),
     ".store.base": ("Detail", "Enqueued", "FailedJob", "FinishedMinute", "JobRecord",
                     "JournalRecord", "KindState", "Limits", "ManualClock", "Outcome", "Rate",
                     "Snapshot", "Status", "WorkerInfo"),

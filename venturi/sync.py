@@ -29,8 +29,9 @@ from uuid import UUID
 from . import _codec, results
 from .config import DEFAULT_PREFIX, validate_prefix
 from .errors import ConfigError, DatabaseUnavailable
+from .newjob import parse_uuid as _uuid
 from .notices import parse_finished
-from .queue import Queue, _uuid
+from .queue import Queue
 from .store.base import Clock, JobRecord, Status, Store
 from .store.memory import MemoryStore
 
