@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -272,6 +273,31 @@ def test_the_command_takes_the_signals_before_anything_heavy_is_imported() -> No
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_main_takes_the_signals_before_it_imports_the_command_line() -> None:
+    """``venturi.cli.main`` holds SIGTERM before Typer's application (and with it the
+    driver and the worker) starts importing: a finder on the import path looks at the
+    SIGTERM handler at the moment ``venturi.cli.app`` is asked for, then stops."""
+    code = textwrap.dedent("""
+        import signal, sys
+        class Look:
+            def find_spec(self, name, path=None, target=None):
+                if name == "venturi.cli.app":
+                    handler = signal.getsignal(signal.SIGTERM)
+                    print("held" if callable(handler) else f"not held: {handler!r}",
+                          flush=True)
+                    raise SystemExit(0)
+                return None
+        sys.meta_path.insert(0, Look())
+        sys.argv = ["venturi", "worker", "--help"]
+        from venturi.cli import main
+        main()
+        print("venturi.cli.app was never imported")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60)
+    assert out.stdout.strip() == "held", out.stdout + out.stderr
 
 
 def test_a_signal_recorded_for_a_command_that_runs_no_worker_is_delivered() -> None:

@@ -10,6 +10,7 @@ test.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,3 +69,38 @@ def record(monkeypatch: pytest.MonkeyPatch, store: Any, method: str,
 def gaps(calls: list[Call]) -> list[float]:
     """Seconds between the starts of consecutive calls."""
     return [b.began - a.began for a, b in itertools.pairwise(calls)]
+
+
+class Stalls:
+    """A reference on the test's event loop: a short sleep in a loop, recording when
+    each woke and how late. A stall of the loop (or of the whole process, descheduled
+    on a loaded machine) delays the tick that spans it, so the lateness of the ticks
+    that woke within a window is how long the loop stood still in it. Timing checks
+    bound a gap by its expected length plus that, not by a wall-clock margin."""
+
+    def __init__(self, period: float = 0.01) -> None:
+        self.period = period
+        self.ticks: list[tuple[float, float]] = []  # (woke, late)
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Stalls:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            began = loop.time()
+            await asyncio.sleep(self.period)
+            woke = loop.time()
+            self.ticks.append((woke, woke - began - self.period))
+
+    def within(self, start: float, end: float) -> float:
+        """Seconds the loop stood still between ``start`` and ``end`` (loop time)."""
+        return sum(late for woke, late in self.ticks if start < woke <= end + self.period)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import itertools
 from typing import Any
 from uuid import UUID
 
@@ -20,7 +21,7 @@ from venturi.store.postgres import PostgresStore
 
 from ..conftest import wait_for
 from .conftest import running, take_over
-from .spies import gaps, record
+from .spies import Stalls, gaps, record
 
 pytestmark = pytest.mark.timeout(60)
 LEASE = 1.0
@@ -112,12 +113,19 @@ async def test_reaper_sweeps_at_boot(pgq: Queue, monkeypatch: pytest.MonkeyPatch
 async def test_reaper_sweeps_every_half_of_the_shortest_lease(
         pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
     """Serving a 60 s and a 0.5 s lease, the reaper sweeps every 0.25 s: five sweeps take
-    about a second here, and 120 s on the longer lease's cadence (20 s on the default's)."""
+    about a second here, and 120 s on the longer lease's cadence (20 s on the default's).
+    No gap is shorter than the period, and none longer than the period plus what the loop
+    stood still meanwhile (a reaper on a whole lease's cadence, 0.5 s, fails)."""
     sweeps = record(monkeypatch, pgq.store, "recover_stale")
     worker = venturi.Worker(pgq, tasks=[LongLease, ShortLease], concurrency=1)
-    async with running(worker):
-        await wait_for(lambda: len(sweeps) >= 5, timeout=15, what="five sweeps")
-    assert min(gaps(sweeps[:5])) >= 0.25 * 0.95, gaps(sweeps)
+    async with running(worker), Stalls() as stalls:
+        await wait_for(lambda: len(sweeps) >= 6, timeout=15, what="six sweeps")
+    # From the second sweep on: the first follows the boot sweep, before the reference ran.
+    later = sweeps[1:6]
+    assert min(gaps(later)) >= 0.25 * 0.95, gaps(sweeps)
+    for a, b in itertools.pairwise(later):
+        allowed = 0.25 + stalls.within(a.began, b.began) + 0.05
+        assert b.began - a.began <= allowed, (b.began - a.began, allowed, gaps(sweeps))
 
 
 class Probe:

@@ -23,7 +23,7 @@ from venturi.errors import DatabaseUnavailable
 
 from ..conftest import wait_for
 from .conftest import ROOT, running
-from .spies import Call, gaps, record
+from .spies import Call, Stalls, gaps, record
 
 pytestmark = pytest.mark.timeout(60)
 # What the worker's services ask of the store once it runs.
@@ -53,25 +53,6 @@ def test_the_default_backoff_cap_is_five_seconds() -> None:
     assert WorkerConfig().max_backoff == dt.timedelta(seconds=5)
 
 
-async def _ticks(period: float, overshoots: list[tuple[float, float]]) -> None:
-    """A reference on the same event loop: when each short sleep woke and how late, which
-    is how long the loop (or the whole process, descheduled on a loaded machine) stalled
-    just before."""
-    loop = asyncio.get_running_loop()
-    while True:
-        began = loop.time()
-        await asyncio.sleep(period)
-        woke = loop.time()
-        overshoots.append((woke, woke - began - period))
-
-
-def _stalled(overshoots: list[tuple[float, float]], start: float, end: float,
-             period: float) -> float:
-    """Seconds the loop stalled between ``start`` and ``end``: the lateness of every tick
-    that woke in that window (a stall delays the tick that spans it)."""
-    return sum(late for woke, late in overshoots if start < woke <= end + period)
-
-
 async def test_retries_during_an_outage_back_off_no_further_than_the_cap(
         pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every service's store calls fail as if the database were gone. The retries back off
@@ -89,19 +70,18 @@ async def test_retries_during_an_outage_back_off_no_further_than_the_cap(
     # of the store's calls does not reach; its successes would end the outage early.
     worker = venturi.Worker(pgq, tasks=[Ping], concurrency=1, max_backoff=cap,
                             heartbeat_interval=0.05, maintenance=False)
-    overshoots: list[tuple[float, float]] = []
     loop = asyncio.get_running_loop()
     with capture_logs() as logs:
         async with running(worker):
-            reference = asyncio.create_task(_ticks(0.01, overshoots))
-            try:
-                down, began = True, loop.time()
-                await wait_for(lambda: any(c.began - began > 2.0 for c in calls["heartbeat"]),
-                               timeout=20, what="the heartbeat to retry for 2 s")
-                assert not worker.health.ready and worker.health.alive
-            finally:
-                reference.cancel()
-                down = False
+            async with Stalls() as stalls:
+                try:
+                    down, began = True, loop.time()
+                    await wait_for(
+                        lambda: any(c.began - began > 2.0 for c in calls["heartbeat"]),
+                        timeout=20, what="the heartbeat to retry for 2 s")
+                    assert not worker.health.ready and worker.health.alive
+                finally:
+                    down = False
             await wait_for(lambda: worker.health.ready, timeout=10, what="ready again")
             job = await pgq.enqueue(Ping())
 
@@ -116,7 +96,7 @@ async def test_retries_during_an_outage_back_off_no_further_than_the_cap(
     # A gap may hold several stalls on a loaded machine: each is allowed what the loop
     # stalled within it, as the reference measured, and 50 ms besides.
     for (a, b), gap in zip(itertools.pairwise(retries), gaps(retries), strict=True):
-        allowed = cap + _stalled(overshoots, a.began, b.began, 0.01) + 0.05
+        allowed = cap + stalls.within(a.began, b.began) + 0.05
         assert cap * 0.95 <= gap <= allowed, (gap, allowed, gaps(retries))
 
 
