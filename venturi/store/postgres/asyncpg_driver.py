@@ -41,11 +41,12 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 
 
 def session_settings(dsn: str, pooler: bool) -> dict[str, str] | None:
-    """The server settings of the pool's connections: ``driver.SESSION_SETTINGS``, less
-    any the DSN sets itself (``?plan_cache_mode=auto`` keeps PostgreSQL's default).
-    None behind a pooler: PgBouncer refuses startup parameters it does not track, and
-    without a statement cache asyncpg sends unnamed statements, which PostgreSQL plans
-    with their parameters every time anyway."""
+    """The settings each of the pool's connections makes when it opens:
+    ``driver.SESSION_SETTINGS``, less any the DSN sets itself (``?plan_cache_mode=auto``
+    keeps PostgreSQL's default). None behind a pooler (``--pooler``): a session setting
+    would land on whichever server connection PgBouncer lent, and without a statement
+    cache asyncpg sends unnamed statements, which PostgreSQL plans with their parameters
+    every time anyway."""
     if pooler:
         return None
     try:
@@ -53,6 +54,21 @@ def session_settings(dsn: str, pooler: bool) -> dict[str, str] | None:
     except ValueError:
         given = {}
     return {k: v for k, v in SESSION_SETTINGS.items() if k not in given} or None
+
+
+def session_setup(settings: Mapping[str, str] | None) -> Any:
+    """The pool's ``init``: ``SET`` each setting once per new connection, a statement
+    rather than a startup parameter, so that a PgBouncer in front (in session mode,
+    without ``--pooler``) lets the connection through: PgBouncer refuses startup
+    parameters it does not track. The names and values are venturi's constants."""
+    if not settings:
+        return None
+    statement = "; ".join(f"SET {name} = {value}" for name, value in settings.items())
+
+    async def init(conn: asyncpg.Connection) -> None:
+        await conn.execute(statement)
+
+    return init
 
 
 def _usable(c: Any) -> bool:
@@ -109,7 +125,7 @@ class AsyncpgDriver:
                 dsn, min_size=min_size, max_size=max_size, timeout=connect_timeout,
                 statement_cache_size=0 if pooler else 256,
                 max_inactive_connection_lifetime=60.0, reset=_keep_session,
-                server_settings=session_settings(dsn, pooler),
+                init=session_setup(session_settings(dsn, pooler)),
                 connect=cast(Any, _connect.connect),  # the stubs' protocol spells out every option
             )
         except (ValueError, TypeError, asyncpg.ClientConfigurationError) as exc:

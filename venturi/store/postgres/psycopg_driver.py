@@ -38,8 +38,9 @@ WORKER_ONLY = ("needs an asyncio store: run workers on venturi.Queue.connect, "
 # psycopg prepares a statement it has run five times on a connection, and PostgreSQL may
 # then cache a generic plan for it (driver.SESSION_SETTINGS says what that does to the
 # claim). The pool's connections prepare nothing instead: each statement goes unnamed
-# and is planned with its parameters. Not a startup parameter as with asyncpg: SyncQueue
-# has no pooler switch, and PgBouncer refuses startup parameters it does not track.
+# and is planned with its parameters. Not a session setting as with asyncpg: SyncQueue
+# has no pooler switch, and behind a transaction pooler a SET would land on a lent
+# server connection.
 POOL_CONNECTION = {"autocommit": True, "prepare_threshold": None}
 
 
