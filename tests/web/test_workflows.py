@@ -57,10 +57,11 @@ async def test_a_workflow_page_draws_its_steps_in_layers_and_cancels_them(
         await expect(table.locator("tr[data-step=embed] [data-col=duration]")).not_to_have_text("—")
         await expect(table.locator("tr[data-step=gate] [data-col=duration]")).to_have_text("—")
 
-        # A step's node opens its job.
+        # A step's node opens its job, and the job links back to its workflow.
         await graph.locator("g[data-step=embed] a").click()
         await page.wait_for_url(f"{served.url}/jobs/{steps['embed']}")
-        await page.go_back()
+        await page.click("#job-workflow")
+        await page.wait_for_url(f"{served.url}/workflows/{id}")
         await page.wait_for_load_state()
 
         await page.click("#cancel-workflow")
@@ -116,3 +117,15 @@ async def test_hostile_step_names_are_text(web_queue: Queue) -> None:
         text = (await http.get(f"/workflows/{id}")).text
     assert tasks.XSS not in text and "<b>second" not in text
     assert "&lt;script&gt;" in text and "&lt;b&gt;second&lt;/b&gt;" in text
+
+
+async def test_only_a_workflows_steps_link_to_it(web_queue: Queue) -> None:
+    id, steps = await half_done(web_queue)
+    alone = await web_queue.enqueue(tasks.Embed(uri="file:///alone"))
+    after = await web_queue.enqueue(tasks.Embed(uri="file:///after"), after=[alone.id])
+    assert await web_queue.workflow_of(steps["index"]) == id
+    assert await web_queue.workflow_of(alone.id) is None  # in a graph, not a workflow's
+    async with serve(create_app(web_queue)) as served, served.client() as http:
+        page = (await http.get(f"/jobs/{steps['gate']}")).text
+        assert f'href="/workflows/{id}"' in page
+        assert 'id="job-workflow"' not in (await http.get(f"/jobs/{after.id}")).text

@@ -85,7 +85,8 @@ async def job_page(request: Request) -> Response:
         raise HTTPException(404, f"job {id} does not exist (any more): finished jobs are "
                                  "deleted by retention or cleanup, cancelled ones at once")
     return await dash.page(request, "job.html", "jobs", job=job, journal=journal,
-                           now_db=await dash.queue.store.db_now())
+                           now_db=await dash.queue.store.db_now(),
+                           workflow=await dash.queue.workflow_of(id))
 
 
 # --- workers --------------------------------------------------------------------------
