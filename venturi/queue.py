@@ -261,6 +261,11 @@ class Queue:
             StepState(name, step, sorted(found.after.get(step, [])), found.jobs.get(step))
             for name, step in found.steps])
 
+    async def workflow_of(self, job: UUID | str) -> UUID | None:
+        """The id of the workflow ``job`` is a step of, or None (the dashboard links a
+        job's page to its workflow's with it)."""
+        return await self.store.workflow_of(parse_uuid(job))
+
     # --- inspect ------------------------------------------------------------------------
 
     async def job(self, id: UUID | str, *, conn: Any = None) -> JobRecord | None:

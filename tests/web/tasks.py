@@ -77,3 +77,10 @@ class Hostile(venturi.Task, kind=HOSTILE_KIND):
             return venturi.Pause(dt.timedelta(0), carry={"note": XSS})
         ctx.attach(html=XSS)
         raise venturi.GiveUp(XSS)
+
+
+class Limited(venturi.Task, kind="web.limited", concurrency=2, rate="100/m"):
+    """Limits in its code, for the kinds page (docs/concepts/flow-control.md)."""
+
+    async def run(self, ctx: venturi.Context) -> None:
+        return None

@@ -134,6 +134,11 @@ class Store(abc.ABC):
         """The workflow, with its steps' jobs still there and their edges."""
 
     @abc.abstractmethod
+    async def workflow_of(self, job: UUID) -> UUID | None:
+        """The workflow ``job`` is a step of, or None: only jobs in a dependency graph
+        (with an edge either way) are looked for, the rest cost one index read."""
+
+    @abc.abstractmethod
     async def dedup_candidate(self, kind: str, dedup_key: str) -> JobRecord | None:
         """The oldest pending job of ``kind`` sharing ``dedup_key``."""
 

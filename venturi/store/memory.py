@@ -251,6 +251,10 @@ class MemoryStore(MemoryFlow, Store):
         self._workflows[workflow.id] = dataclasses.replace(
             workflow, created_at=self._now(), jobs={}, after={})
 
+    async def workflow_of(self, job: UUID) -> UUID | None:
+        return next((wf.id for wf in self._workflows.values()
+                     if any(step == job for _, step in wf.steps)), None)
+
     async def workflow(self, id: UUID, *, conn: Any = None) -> WorkflowRecord | None:
         refuse_conn(conn)
         found = self._workflows.get(id)

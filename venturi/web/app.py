@@ -28,7 +28,7 @@ from venturi.errors import VenturiError
 from venturi.logs import get_logger
 from venturi.queue import Queue
 
-from . import actions, jobs, pages, streams
+from . import actions, jobs, pages, streams, workflows
 from . import format as fmt
 from .auth import Access, AuthHook, TokenAuth
 from .dashboard import Dashboard, DashboardOptions, dashboard
@@ -89,6 +89,7 @@ def create_app(
         *probe_routes(health, metrics),
         *pages.routes(),
         *jobs.routes(),
+        *workflows.routes(),
         *streams.routes(),
         Mount("/static", app=StaticFiles(packages=[("venturi.web", "static")]), name="static"),
     ]

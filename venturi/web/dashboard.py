@@ -23,11 +23,12 @@ from . import format as fmt
 from .auth import Access, csrf_token
 from .live import Hub
 
-# The pages, in nav order: (endpoint name, label). Kinds (pause, limits) and
-# workflows join this list when the queue grows them.
+# The pages, in nav order: (endpoint name, label). A workflow's page has no entry: a
+# job of one links to it.
 NAV: tuple[tuple[str, str], ...] = (
     ("overview", "Overview"),
     ("jobs", "Jobs"),
+    ("kinds", "Kinds"),
     ("workers", "Workers"),
     ("periodic", "Periodic"),
 )

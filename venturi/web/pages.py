@@ -1,4 +1,5 @@
-"""The overview, one job, the workers and the periodic tasks; signing in and out."""
+"""The overview, one job, the kinds, a workflow, the workers and the periodic tasks;
+signing in and out."""
 
 from __future__ import annotations
 
@@ -84,7 +85,8 @@ async def job_page(request: Request) -> Response:
         raise HTTPException(404, f"job {id} does not exist (any more): finished jobs are "
                                  "deleted by retention or cleanup, cancelled ones at once")
     return await dash.page(request, "job.html", "jobs", job=job, journal=journal,
-                           now_db=await dash.queue.store.db_now())
+                           now_db=await dash.queue.store.db_now(),
+                           workflow=await dash.queue.workflow_of(id))
 
 
 # --- workers --------------------------------------------------------------------------
@@ -143,6 +145,18 @@ def _every(every: dt.timedelta | None) -> str:
     return duration(every)
 
 
+# --- kinds: paused, limits, what holds them back (docs/concepts/flow-control.md) ----------
+
+HELD = {"paused": "paused by an operator", "concurrency": "at its concurrency limit",
+        "rate": "at its rate limit for this window"}
+
+
+async def kinds_page(request: Request) -> Response:
+    dash = dashboard(request)
+    return await dash.page(request, "kinds.html", "kinds", kinds=await dash.queue.kinds(),
+                           held=HELD)
+
+
 async def periodic_page(request: Request) -> Response:
     dash = dashboard(request)
     return await dash.page(request, "periodic.html", "periodic",
@@ -188,6 +202,7 @@ def routes() -> list[BaseRoute]:
     return [
         Route("/", overview, name="overview"),
         Route("/jobs/{id}", job_page, name="job"),
+        Route("/kinds", kinds_page, name="kinds"),
         Route("/workers", workers_page, name="workers"),
         Route("/periodic", periodic_page, name="periodic"),
     ]

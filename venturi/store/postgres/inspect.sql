@@ -192,6 +192,16 @@ SELECT id, result::text FROM {prefix}jobs WHERE id = ANY($1::uuid[]) AND status 
 -- The jobs job $1 was enqueued after, in the order of their ids.
 SELECT after_id FROM {prefix}dependencies WHERE job_id = $1 ORDER BY after_id
 
+-- name: workflow_of
+-- The workflow job $1 is a step of. Only a job with an edge either way (the
+-- dependencies' primary key and dependencies_job answer that) is looked for in the
+-- workflows, whose steps no index covers: that part reads the workflows table.
+SELECT w.id FROM {prefix}workflows w
+WHERE (EXISTS (SELECT 1 FROM {prefix}dependencies WHERE after_id = $1)
+       OR EXISTS (SELECT 1 FROM {prefix}dependencies WHERE job_id = $1))
+  AND w.steps @> jsonb_build_array(jsonb_build_array($1::text))
+LIMIT 1
+
 -- name: workflow
 SELECT id, name, created_at, steps::text FROM {prefix}workflows WHERE id = $1
 

@@ -50,6 +50,10 @@ class Inspecting(Operations):
         return WorkflowRecord(row[0], row[1], row[2], steps,
                               {r[0]: rows.job(r) for r in found}, after)
 
+    async def workflow_of(self, job: UUID) -> UUID | None:
+        row = await self._row("workflow_of", job, on=self._on(None))
+        return None if row is None else UUID(str(row[0]))
+
     async def dependencies(self, id: UUID) -> list[UUID]:
         return [r[0] for r in await self._fetch("dependencies", id)]
 
