@@ -190,6 +190,63 @@ RETURNING
 (SELECT coalesce(array_agg(DISTINCT kind), '{}') FROM ranked
  WHERE room IS NOT NULL AND 2 * (room - rn) < lim)
 
+-- name: claim_limited_fast
+-- The claim of limited kinds while none of them is near its limits, under lock_kinds
+-- (docs/concepts/flow-control.md, the fast path). Each kind's room is counted over all
+-- its partitions at once (its claimed jobs, its claims in the rate window): no less
+-- than any one partition's. When every kind has room for the whole batch ($4), no
+-- partition can be overrun and the batch is the plain claim's (claim_tiers), logged in
+-- kind_starts; otherwise it claims nothing and claim_limited decides, job by job.
+WITH t AS (
+    SELECT {clock} AS now
+), k AS (
+    SELECT c.kind, c.lease,
+           coalesce(s.concurrency, s.code_concurrency) AS conc,
+           CASE WHEN s.rate_count IS NOT NULL THEN s.rate_count ELSE s.code_rate_count END AS rate_n,
+           CASE WHEN s.rate_count IS NOT NULL THEN s.rate_period ELSE s.code_rate_period END AS per
+    FROM unnest($2::text[], $3::interval[]) AS c(kind, lease)
+    LEFT JOIN {prefix}kinds AS s ON s.kind = c.kind
+    WHERE NOT coalesce(s.paused, false)
+), pruned AS (
+    DELETE FROM {prefix}kind_starts AS w USING k
+    WHERE w.kind = k.kind AND (k.rate_n IS NULL OR w.claimed_at <= (SELECT now FROM t) - k.per)
+), room AS (
+    SELECT k.kind, least(k.conc, k.rate_n) AS lim, least(
+        k.conc - CASE WHEN k.conc IS NOT NULL THEN
+            (SELECT count(*) FROM {prefix}jobs AS j
+             WHERE j.status = 'claimed' AND j.kind = k.kind) END,
+        k.rate_n - CASE WHEN k.rate_n IS NOT NULL THEN
+            (SELECT coalesce(sum(w.n), 0) FROM {prefix}kind_starts AS w
+             WHERE w.kind = k.kind AND w.claimed_at > (SELECT now FROM t) - k.per) END) AS room
+    FROM k
+), open_kinds AS (
+    SELECT CASE WHEN bool_and(room IS NULL OR room >= $4) THEN coalesce(array_agg(kind), '{}')
+                ELSE '{}' END AS a
+    FROM room
+),
+-- include: claim_tiers
+, claimed AS (
+    UPDATE {prefix}jobs AS j SET
+        status = 'claimed',
+        claimed_by = $7,
+        run_count = j.run_count + 1,
+        claim_expires_at = (SELECT now FROM t) + k.lease
+    FROM picked, k
+    WHERE j.id = picked.id AND k.kind = j.kind
+    RETURNING
+-- include: job_columns
+), logged AS (
+    INSERT INTO {prefix}kind_starts (kind, limit_key, claimed_at, n)
+    SELECT c.kind, c.limit_key, (SELECT now FROM t), count(*)
+    FROM claimed AS c JOIN k ON k.kind = c.kind AND k.rate_n IS NOT NULL
+    GROUP BY c.kind, c.limit_key
+)
+SELECT c.*,
+-- The kinds this claim left more than half used, as claim_limited reports them.
+(SELECT coalesce(array_agg(r.kind), '{}') FROM room AS r
+ WHERE 2 * (r.room - (SELECT count(*) FROM claimed AS x WHERE x.kind = r.kind)) < r.lim)
+FROM claimed AS c
+
 -- name: limited_held
 -- After a limited claim, in its transaction: each kind a partition of which has no room
 -- left, why (concurrency or rate), and for a full rate window when its oldest claim

@@ -36,6 +36,10 @@ def _state(r: Row, counted: bool) -> KindState:
 
 
 class Flowing(Operations):
+    # Sets of limited kinds whose last claim found one near its limits, so the next one
+    # skips the fast path (docs/concepts/flow-control.md).
+    _tight: set[tuple[str, ...]]
+
     async def claim_limited(self, request: ClaimRequest) -> LimitedClaim:
         if request.limit <= 0 or not request.leases:
             return LimitedClaim()
@@ -43,15 +47,27 @@ class Flowing(Operations):
         low, normal = request.reservations()
         async with self.driver.session(keep=True) as ex, ex.atomic("venturi_claim"):
             await self._execute("lock_kinds", self.prefix, kinds, on=ex)
-            found = await self._fetch(
-                "claim_limited", kinds, [request.leases[k] for k in kinds], request.limit,
-                normal, low, request.claimed_by, on=ex)
+            args = (kinds, [request.leases[k] for k in kinds], request.limit, normal, low,
+                    request.claimed_by)
+            tight = tuple(kinds)
+            if tight not in self._tight:
+                found = await self._fetch("claim_limited_fast", *args, on=ex)
+                if found:
+                    return LimitedClaim([rows.job(r) for r in found],
+                                        near=frozenset(found[0][-1]))
+            found = await self._fetch("claim_limited", *args, on=ex)
             jobs = [rows.job(r) for r in found]
             considered = int(found[0][-2]) if found else 0
             near = frozenset(found[0][-1]) if found else frozenset()
             held: list[Row] = []
             if len(jobs) < request.limit:
                 held = await self._fetch("limited_held", kinds, on=ex)
+        # Near a limit the fast path would claim nothing: go straight to the full claim
+        # until one leaves every kind of this set with room again.
+        if held or near or considered > len(jobs):
+            self._tight.add(tight)
+        else:
+            self._tight.discard(tight)
         due = [r[2] for r in held if r[2] is not None]
         return LimitedClaim(jobs, more=considered > len(jobs), retry_at=min(due, default=None),
                             held=tuple((r[0], r[1]) for r in held), near=near)
