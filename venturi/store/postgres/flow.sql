@@ -69,9 +69,20 @@ ORDER BY n.kind
 -- Claimers of one limited kind take turns (docs/concepts/flow-control.md): a lock per
 -- kind, held until the claim commits, taken in one order so two claimers of
 -- overlapping kinds never deadlock. The claim that follows is a statement of its own,
--- so its snapshot sees every claim committed before the lock was granted.
-SELECT count(pg_advisory_xact_lock(hashtextextended('venturi:kind:' || $1::text || ':' || k, 0)))
-FROM (SELECT k FROM unnest($2::text[]) AS k ORDER BY k) AS sorted
+-- so its snapshot sees every claim committed before the lock was granted. The kinds'
+-- rows are then rewritten unchanged, in the same order, once the locks are held: that
+-- waits for a claim_limited_fast still running, and tells every later one that its
+-- snapshot is too old.
+WITH locked AS (
+    SELECT count(pg_advisory_xact_lock(hashtextextended('venturi:kind:' || $1::text || ':' || k, 0)))
+        AS n
+    FROM (SELECT k FROM unnest($2::text[]) AS k ORDER BY k) AS sorted
+), rows_ AS (
+    SELECT s.kind FROM {prefix}kinds AS s
+    WHERE s.kind = ANY($2::text[]) AND (SELECT n FROM locked) >= 0
+    ORDER BY s.kind FOR UPDATE OF s
+)
+UPDATE {prefix}kinds AS s SET kind = s.kind FROM rows_ WHERE s.kind = rows_.kind
 
 -- name: claim_limited
 -- The claim of limited kinds, under lock_kinds. Per (kind, limit_key) partition, the
@@ -191,12 +202,17 @@ RETURNING
  WHERE room IS NOT NULL AND 2 * (room - rn) < lim)
 
 -- name: claim_limited_fast
--- The claim of limited kinds while none of them is near its limits, under lock_kinds
--- (docs/concepts/flow-control.md, the fast path). Each kind's room is counted over all
--- its partitions at once (its claimed jobs, its claims in the rate window): no less
--- than any one partition's. When every kind has room for the whole batch ($4), no
--- partition can be overrun and the batch is the plain claim's (claim_tiers), logged in
--- kind_starts; otherwise it claims nothing and claim_limited decides, job by job.
+-- The claim of limited kinds while none of them is near its limits, in one statement
+-- of its own (docs/concepts/flow-control.md, the fast path). Its turn is the kinds'
+-- rows: it takes them only if none is locked (SKIP LOCKED: it never waits) and each
+-- is still the version its snapshot reads, then rewrites them unchanged. Every limited
+-- claim rewrites them (lock_kinds too), so an unchanged row means no claim committed
+-- since the snapshot and none is running: its counts are exact. Each kind's room is
+-- counted over all its partitions at once (its claimed jobs, its claims in the rate
+-- window): no less than any one partition's. When it has its turn and every kind has
+-- room for the whole batch ($4), no partition can be overrun and the batch is the
+-- plain claim's (claim_tiers), logged in kind_starts; otherwise it claims nothing and
+-- lock_kinds and claim_limited decide.
 WITH t AS (
     SELECT {clock} AS now
 ), k AS (
@@ -207,6 +223,15 @@ WITH t AS (
     FROM unnest($2::text[], $3::interval[]) AS c(kind, lease)
     LEFT JOIN {prefix}kinds AS s ON s.kind = c.kind
     WHERE NOT coalesce(s.paused, false)
+), seen AS (
+    SELECT s.kind, s.xmin AS version FROM {prefix}kinds AS s WHERE s.kind = ANY($2::text[])
+), turn AS (
+    SELECT s.kind FROM {prefix}kinds AS s JOIN seen ON seen.kind = s.kind
+    WHERE s.kind = ANY($2::text[]) AND s.xmin = seen.version
+    FOR UPDATE OF s SKIP LOCKED
+), stamped AS (
+    UPDATE {prefix}kinds AS s SET kind = s.kind FROM turn WHERE s.kind = turn.kind
+    RETURNING s.kind
 ), pruned AS (
     DELETE FROM {prefix}kind_starts AS w USING k
     WHERE w.kind = k.kind AND (k.rate_n IS NULL OR w.claimed_at <= (SELECT now FROM t) - k.per)
@@ -220,8 +245,9 @@ WITH t AS (
              WHERE w.kind = k.kind AND w.claimed_at > (SELECT now FROM t) - k.per) END) AS room
     FROM k
 ), open_kinds AS (
-    SELECT CASE WHEN bool_and(room IS NULL OR room >= $4) THEN coalesce(array_agg(kind), '{}')
-                ELSE '{}' END AS a
+    SELECT CASE WHEN (SELECT count(*) FROM stamped) = cardinality($2::text[])
+                     AND bool_and(room IS NULL OR room >= $4)
+                THEN coalesce(array_agg(kind), '{}') ELSE '{}' END AS a
     FROM room
 ),
 -- include: claim_tiers
