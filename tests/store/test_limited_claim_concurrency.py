@@ -66,8 +66,9 @@ async def _claim_all(pg_store: PostgresStore, pg_dsn: str) -> tuple[int, Counter
     return claimed, statements
 
 
-@pytest.mark.parametrize("limits", [Limits(concurrency=60), Limits(rate=Rate(60, dt.timedelta(hours=1)))],
-                         ids=["concurrency", "rate"])
+@pytest.mark.parametrize(
+    "limits", [Limits(concurrency=60), Limits(rate=Rate(60, dt.timedelta(hours=1)))],
+    ids=["concurrency", "rate"])
 async def test_concurrent_limited_claims_take_exactly_the_limit(
         pg_store: PostgresStore, pg_dsn: str, limits: Limits) -> None:
     await pg_store.enqueue([new_job(priority=i % 3) for i in range(500)])
