@@ -104,7 +104,10 @@ WITH t AS (
     SELECT coalesce(array_agg(kind), '{}') AS a FROM k
 ), pruned AS (
     DELETE FROM {prefix}kind_starts AS w USING k
-    WHERE w.kind = k.kind AND (k.rate_n IS NULL OR w.claimed_at <= (SELECT now FROM t) - k.per)
+    -- One range of the window index: only the rows that aged out (all of them for a
+    -- kind without a rate).
+    WHERE w.kind = k.kind AND w.claimed_at <= CASE WHEN k.rate_n IS NULL THEN 'infinity'
+                                                   ELSE (SELECT now FROM t) - k.per END
 ), used AS (
     SELECT kind, limit_key, sum(claimed) AS claimed, sum(started) AS started FROM (
         SELECT j.kind, j.limit_key, count(*) AS claimed, 0 AS started
@@ -234,7 +237,10 @@ WITH t AS (
     RETURNING s.kind
 ), pruned AS (
     DELETE FROM {prefix}kind_starts AS w USING k
-    WHERE w.kind = k.kind AND (k.rate_n IS NULL OR w.claimed_at <= (SELECT now FROM t) - k.per)
+    -- One range of the window index: only the rows that aged out (all of them for a
+    -- kind without a rate).
+    WHERE w.kind = k.kind AND w.claimed_at <= CASE WHEN k.rate_n IS NULL THEN 'infinity'
+                                                   ELSE (SELECT now FROM t) - k.per END
 ), room AS (
     SELECT k.kind, least(k.conc, k.rate_n) AS lim, least(
         k.conc - CASE WHEN k.conc IS NOT NULL THEN
