@@ -160,6 +160,28 @@ def job_json(job: venturi.JobRecord) -> dict[str, Any]:
         "claim_expires_at": timestamp(job.claim_expires_at),
         "finished_at": timestamp(job.finished_at),
         "trace_id": job.trace_id,
+        "result": job.result,
+        "waiting": job.waiting,
+    }
+
+
+def workflow_json(wf: venturi.WorkflowState) -> dict[str, Any]:
+    return {
+        "id": str(wf.id),
+        "name": wf.name,
+        "created_at": timestamp(wf.created_at),
+        "counts": wf.counts(),
+        "steps": [{
+            "name": step.name,
+            "id": str(step.id),
+            "status": None if step.status is None else step.status.value,
+            "after": [str(a) for a in step.after],
+            "run_count": None if step.job is None else step.job.run_count,
+            "waiting": None if step.job is None else step.job.waiting,
+            "finished_at": None if step.job is None else timestamp(step.job.finished_at),
+            "duration": None if step.duration is None else step.duration.total_seconds(),
+            "result": None if step.job is None else step.job.result,
+        } for step in wf.steps],
     }
 
 

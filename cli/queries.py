@@ -198,6 +198,8 @@ def print_job(j: venturi.JobRecord, entries: list[venturi.JournalRecord]) -> Non
         ("visible", when(j.visible_at)), ("claimed by", j.claimed_by),
         ("claim expires", when(j.claim_expires_at)), ("finished", when(j.finished_at)),
         ("trace id", j.trace_id),
+        ("result", None if j.result is None else output.compact_json(j.result)),
+        ("waiting on", f"{j.waiting} dependencies" if j.waiting else None),
     ])
     typer.echo()
     typer.echo(f"journal ({len(entries)} {'entry' if len(entries) == 1 else 'entries'})")
@@ -241,6 +243,44 @@ async def _list_workers(queue: venturi.Queue) -> list[venturi.WorkerInfo]:
     return await queue.workers()
 
 
+# --- workflows ------------------------------------------------------------------------------
+
+
+def workflow(
+    ctx: typer.Context,
+    id: Annotated[str, typer.Argument(help="The workflow id (a UUID).", show_default=False)],
+    dsn: DsnOption = None, prefix: PrefixOption = None, json: JsonOption = False,
+) -> None:
+    """One workflow's steps: state, what each waits for, durations."""
+    s = session(ctx, dsn, prefix, json)
+
+    async def go(queue: venturi.Queue) -> venturi.WorkflowState | None:
+        return await queue.workflow(id)
+
+    found = s.run(go)
+    if found is None:
+        fail(f"unknown workflow id {id} (in queue {s.prefix})")
+    names = {step.id: step.name for step in found.steps}
+    if s.json:
+        output.emit_json(output.workflow_json(found))
+        return
+    output.fields([("id", found.id), ("name", found.name),
+                   ("created", output.clock_time(found.created_at)),
+                   ("steps", len(found.steps)),
+                   ("states", ", ".join(f"{k} {n}" for k, n in sorted(found.counts().items())))])
+    typer.echo()
+    output.table(
+        ["STEP", "JOB", "STATUS", "AFTER", "RUNS", "DURATION"],
+        [[step.name, step.id, "gone" if step.status is None else step.status.value,
+          ",".join(names.get(a, str(a)) for a in step.after) or "-",
+          "-" if step.job is None else step.job.run_count,
+          "-" if step.duration is None else output.span(step.duration)]
+         for step in found.steps],
+        right=["RUNS", "DURATION"],
+        colour={"STATUS": output.coloured_status},
+    )
+
+
 def register(app: typer.Typer) -> None:
-    for fn in (stats, jobs, job, workers):
+    for fn in (stats, jobs, job, workers, workflow):
         app.command()(fn)

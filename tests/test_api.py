@@ -16,6 +16,7 @@ PUBLIC = [
     "Context",
     "DatabaseError",
     "DatabaseUnavailable",
+    "Dependent",
     "Detail",
     "Enqueued",
     "FailedJob",
@@ -23,6 +24,8 @@ PUBLIC = [
     "GiveUp",
     "InvalidJob",
     "InvalidJobId",
+    "JobCancelled",
+    "JobFailed",
     "JobRecord",
     "JournalRecord",
     "Keep",
@@ -42,6 +45,7 @@ PUBLIC = [
     "SchemaMissing",
     "Snapshot",
     "Status",
+    "StepState",
     "SyncQueue",
     "Task",
     "TaskDefinitionError",
@@ -51,6 +55,8 @@ PUBLIC = [
     "Worker",
     "WorkerConfig",
     "WorkerInfo",
+    "Workflow",
+    "WorkflowState",
     "__version__",
 ]
 

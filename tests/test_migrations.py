@@ -18,9 +18,10 @@ from venturi import ConfigError, MemoryStore, Queue
 from venturi.store import _sql
 from venturi.store.postgres import PostgresStore
 
-MIGRATIONS = ["0001_init.sql", "0002_storage.sql", "0003_kinds.sql", "0005_trace.sql",
-              "0006_tallies.sql"]
-TABLES = {"jobs", "journal", "workers", "migrations", "tallies", "kinds", "kind_starts"}
+MIGRATIONS = ["0001_init.sql", "0002_storage.sql", "0003_kinds.sql", "0004_results.sql",
+              "0005_trace.sql", "0006_tallies.sql"]
+TABLES = {"jobs", "journal", "workers", "migrations", "tallies", "kinds", "kind_starts",
+          "dependencies", "workflows"}
 # Storage parameters (0001 and 0002_storage.sql): autovacuum after a small absolute
 # churn on the two queue tables, room on the workers' pages for HOT heartbeats.
 _CHURN = {
@@ -38,6 +39,7 @@ INDEXES = {
     "jobs_pkey", "jobs_claim", "jobs_expiry", "jobs_dedup", "jobs_finished", "jobs_dead",
     "jobs_subject", "jobs_periodic", "journal_pkey", "journal_job", "workers_pkey",
     "migrations_pkey", "tallies_pkey", "kinds_pkey", "kind_starts_window",
+    "dependencies_pkey", "dependencies_job", "workflows_pkey",
 }
 CHECKS = {
     "jobs_priority", "jobs_status", "jobs_run_count", "jobs_failure_count", "jobs_max_failures",
@@ -120,7 +122,9 @@ async def test_migrate_creates_the_schema_once(pg_dsn: str, fresh: str) -> None:
     assert not [k for k, (t, _) in before["constraints"].items() if t == "f"]
     assert before["triggers"] == {("jobs_journal_delete", "jobs"),
                                   ("jobs_journal_truncate", "jobs")} | {
-        (f"jobs_tally_{event}", "jobs") for event in ("insert", "update", "delete", "truncate")}
+        (f"jobs_tally_{event}", "jobs") for event in ("insert", "update", "delete", "truncate")
+    } | {("jobs_dependencies_delete", "jobs"), ("jobs_follow_dependencies", "jobs"),
+         ("jobs_follow_dependencies_delete", "jobs")}  # 0004_results.sql
     cols = {(t, c): (ty, n) for t, c, ty, n in before["columns"]}
     assert cols[("jobs", "id")] == ("uuid", "NO")
     assert cols[("jobs", "payload")] == ("jsonb", "NO")
@@ -129,11 +133,13 @@ async def test_migrate_creates_the_schema_once(pg_dsn: str, fresh: str) -> None:
     assert cols[("journal", "id")] == ("bigint", "NO")
     assert before["options"] == STORAGE
     assert cols[("jobs", "trace_context")] == ("jsonb", "YES")  # 0005_trace.sql
+    assert cols[("jobs", "result")] == ("jsonb", "YES")  # 0004_results.sql
     assert {c for t, c in cols if t == "jobs"} == {
         "id", "kind", "payload", "priority", "status", "created_at", "visible_at",
         "claim_expires_at", "claimed_by", "finished_at", "run_count", "failure_count",
         "max_failures", "carry", "dedup_key", "subject", "periodic", "trace_context",
-        "limit_key"}  # 0003_kinds.sql
+        "limit_key",  # 0003_kinds.sql
+        "result", "waiting", "has_dependents"}  # 0004_results.sql
 
 
 async def test_concurrent_migrators_apply_once(pg_dsn: str, fresh: str) -> None:

@@ -21,12 +21,15 @@ if TYPE_CHECKING:
         DatabaseUnavailable,
         InvalidJob,
         InvalidJobId,
+        JobCancelled,
+        JobFailed,
         PayloadDecodeError,
         SchemaMissing,
         TaskDefinitionError,
         UnknownKind,
         VenturiError,
     )
+    from .newjob import Dependent
     from .queue import Page, Queue
     from .store.base import (
         Detail,
@@ -48,14 +51,16 @@ if TYPE_CHECKING:
     from .sync import SyncQueue
     from .task import Context, GiveUp, Keep, Merge, Pause, Priority, Replace, Task, With
     from .worker import Worker, WorkerConfig
+    from .workflow import StepState, Workflow, WorkflowState
 
     __version__: str
 
 # Where each public name lives (relative to this package).
 _HOMES = {
     ".errors": ("ConfigError", "DatabaseError", "DatabaseUnavailable", "InvalidJob",
-                "InvalidJobId", "PayloadDecodeError", "SchemaMissing", "TaskDefinitionError",
-                "UnknownKind", "VenturiError"),
+                "InvalidJobId", "JobCancelled", "JobFailed", "PayloadDecodeError",
+                "SchemaMissing", "TaskDefinitionError", "UnknownKind", "VenturiError"),
+    ".newjob": ("Dependent",),
     ".queue": ("Page", "Queue"),
     ".store.base": ("Detail", "Enqueued", "FailedJob", "FinishedMinute", "JobRecord",
                     "JournalRecord", "KindState", "Limits", "ManualClock", "Outcome", "Rate",
@@ -65,6 +70,7 @@ _HOMES = {
     ".task": ("Context", "GiveUp", "Keep", "Merge", "Pause", "Priority", "Replace", "Task",
               "With"),
     ".worker": ("Worker", "WorkerConfig"),
+    ".workflow": ("StepState", "Workflow", "WorkflowState"),
 }
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
 
@@ -73,6 +79,7 @@ __all__ = [
     "Context",
     "DatabaseError",
     "DatabaseUnavailable",
+    "Dependent",
     "Detail",
     "Enqueued",
     "FailedJob",
@@ -80,6 +87,8 @@ __all__ = [
     "GiveUp",
     "InvalidJob",
     "InvalidJobId",
+    "JobCancelled",
+    "JobFailed",
     "JobRecord",
     "JournalRecord",
     "Keep",
@@ -99,6 +108,7 @@ __all__ = [
     "SchemaMissing",
     "Snapshot",
     "Status",
+    "StepState",
     "SyncQueue",
     "Task",
     "TaskDefinitionError",
@@ -108,6 +118,8 @@ __all__ = [
     "Worker",
     "WorkerConfig",
     "WorkerInfo",
+    "Workflow",
+    "WorkflowState",
     "__version__",
 ]
 

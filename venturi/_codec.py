@@ -28,21 +28,22 @@ DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 _NUL = re.compile(rb'(?<!\\)(?:\\\\)*\\u0000')
 
 
-def dumps(value: Any) -> str:
+def dumps(value: Any, what: str = "payload") -> str:
     """Encode a JSON-able value (dataclasses included) to text for a jsonb bind.
 
     Raises ``InvalidJob`` for anything PostgreSQL's jsonb cannot store: values
-    orjson cannot encode, lone surrogates, and NUL characters.
+    orjson cannot encode, lone surrogates, and NUL characters; its message names
+    the value as ``what``.
     """
     try:
         raw = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
     except (orjson.JSONEncodeError, TypeError) as exc:
-        raise InvalidJob(f"payload is not JSON-serializable ({_first_line(exc)})") from None
+        raise InvalidJob(f"{what} is not JSON-serializable ({_first_line(exc)})") from None
     if b"\\u0000" in raw and _NUL.search(raw):
-        raise InvalidJob("payload contains a NUL character, which jsonb cannot store")
+        raise InvalidJob(f"{what} contains a NUL character, which jsonb cannot store")
     # orjson writes NaN and Infinity as null: refuse them rather than lose the value.
     if b"null" in raw and _has_nonfinite(value):
-        raise InvalidJob("payload contains NaN or Infinity, which JSON cannot store")
+        raise InvalidJob(f"{what} contains NaN or Infinity, which JSON cannot store")
     return raw.decode()
 
 
@@ -63,12 +64,13 @@ def _has_nonfinite(value: Any) -> bool:
     return False
 
 
-def check_size(text: str, limit: int) -> None:
+def check_size(text: str, limit: int, what: str = "payload") -> None:
     # A character is at most 4 UTF-8 bytes: only text that might be over is encoded.
     if len(text) * 4 > limit and len(text.encode()) > limit:
+        hint = "enqueue" if what == "payload" else "return"
         raise InvalidJob(
-            f"payload is {len(text.encode())} bytes, over the {limit}-byte limit "
-            "(store large data elsewhere and enqueue a reference to it)"
+            f"{what} is {len(text.encode())} bytes, over the {limit}-byte limit "
+            f"(store large data elsewhere and {hint} a reference to it)"
         )
 
 

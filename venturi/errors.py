@@ -14,12 +14,16 @@ VenturiError
 ├── InvalidJobId           a job id or cursor that is not a UUID (also ValueError)
 ├── PayloadDecodeError     a stored payload that no longer fits its task
 ├── SchemaMissing          the tables are not there: run `venturi migrate`
+├── JobFailed              queue.result(): the job died; `reason` is its dead entry's note
+├── JobCancelled           queue.result(): the job is gone (cancelled, or deleted)
 └── DatabaseError          the database refused or failed a statement
     └── DatabaseUnavailable  the database cannot be reached (transient: docs/concepts/failures.md)
 ```
 """
 
 from __future__ import annotations
+
+from uuid import UUID
 
 
 class VenturiError(Exception):
@@ -79,6 +83,26 @@ class SchemaMissing(VenturiError):
             f"table {prefix}jobs does not exist: run `venturi migrate` "
             f"(or `await queue.migrate()`) for prefix {prefix!r}"
         )
+
+
+class JobFailed(VenturiError):
+    """The awaited job went dead: ``reason`` is the note of its ``dead`` journal entry
+    (a classification such as ``lease-expired`` or ``dependency-failed``, never
+    payload content)."""
+
+    def __init__(self, job_id: UUID, reason: str | None) -> None:
+        self.job_id = job_id
+        self.reason = reason
+        super().__init__(f"job {job_id} failed: {reason or 'no reason recorded'}")
+
+
+class JobCancelled(VenturiError):
+    """The awaited job no longer exists: it was cancelled (or deleted by cleanup or
+    retention, or never existed) before it completed or its result was read."""
+
+    def __init__(self, job_id: UUID) -> None:
+        self.job_id = job_id
+        super().__init__(f"job {job_id} was cancelled (it no longer exists)")
 
 
 class DatabaseError(VenturiError):

@@ -6,6 +6,11 @@ now, ``kind|EPOCH`` (seconds since 1970, UTC, as PostgreSQL's ``extract(epoch
 the PostgreSQL store builds the same text in the statements that write jobs;
 a test holds the two to this module's parser.
 
+``{prefix}results`` carries the ids of jobs that just finished (completed, went
+dead, or were cancelled), comma-separated, at most :data:`FINISHED_CHUNK` per
+message: what wakes ``Queue.result`` (docs/concepts/results.md). The settling,
+recovering and cancelling statements build it in SQL (``notify_finished``).
+
 ``{prefix}control`` carries JSON objects with an ``op``: ``cancel`` (ids of
 claimed jobs just deleted, at most :data:`CANCEL_CHUNK` per message so one
 stays well under NOTIFY's 8000-byte payload limit), ``drain`` (a worker
@@ -31,6 +36,7 @@ from uuid import UUID
 import orjson
 
 CANCEL_CHUNK = 100
+FINISHED_CHUNK = 100
 
 
 class InvalidNotice(ValueError):
@@ -67,6 +73,26 @@ def parse_job_notice(payload: str) -> JobNotice:
     except (ValueError, OverflowError, OSError):
         return JobNotice(kind)
     return JobNotice(kind, when)
+
+
+# --- {prefix}results -------------------------------------------------------------
+
+
+def finished_messages(ids: Iterable[UUID | str]) -> list[str]:
+    """The wire form of "these jobs finished": one message per :data:`FINISHED_CHUNK` ids."""
+    text = [str(i) for i in ids]
+    return [",".join(text[start:start + FINISHED_CHUNK])
+            for start in range(0, len(text), FINISHED_CHUNK)]
+
+
+def parse_finished(payload: str) -> list[UUID]:
+    """The ids of a finished message; parts that are not UUIDs are skipped (anyone who
+    can reach the database can send on the channel: a waiter re-reads its job anyway)."""
+    ids = []
+    for part in payload.split(","):
+        with contextlib.suppress(ValueError):
+            ids.append(UUID(part.strip()))
+    return ids
 
 
 # --- {prefix}control --------------------------------------------------------------

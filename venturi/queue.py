@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 from uuid import UUID
 
-from . import _codec, _pages, tracing
+from . import _codec, _pages, results, tracing
 from ._ids import uuid7, uuid7_many
 from .config import DEFAULT_PREFIX
-from .errors import ConfigError, InvalidJob, InvalidJobId, PayloadDecodeError, UnknownKind
+from .errors import ConfigError, InvalidJob
+from .newjob import (
+    JobBuilder,
+    JobLike,
+    parse_uuid,
+)
 from .notices import InvalidNotice, drain_message
 from .store.base import (
     CleanupCriteria,
@@ -27,22 +33,21 @@ from .store.base import (
     KeysetFilter,
     KindChange,
     KindState,
-    MergeUpdate,
     NewJob,
-    NewJobBatch,
     Rate,
     Snapshot,
     Status,
     Store,
     WorkerInfo,
+    WorkflowRecord,
 )
 from .store.flow import check_concurrency
-from .task import Keep, Priority, Replace, Task, With, lookup
+from .task import Priority, Task
+from .workflow import StepState, Workflow, WorkflowState
 
-MAX_DELAY = dt.timedelta(days=3650)
-NO_DELAY = dt.timedelta(0)
 _FOREVER = dt.datetime(9999, 1, 1, tzinfo=dt.UTC)
-JobLike = Task | tuple[str, Mapping[str, Any]]
+
+
 _KEEP: Any = object()  # set_limits: leave this limit as it is
 
 
@@ -87,7 +92,13 @@ class Queue:
 
     def __init__(self, store: Store, *, max_payload_bytes: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES):
         self.store = store
-        self.max_payload_bytes = max_payload_bytes
+        self._jobs = JobBuilder(max_payload_bytes, self._now)
+        self._waiters: results.Waiters | None = None  # result()'s, made on first use
+
+    @property
+    def max_payload_bytes(self) -> int:
+        """The largest payload (and result) one job may carry, in bytes of UTF-8 JSON."""
+        return self._jobs.max_payload_bytes
 
     @property
     def prefix(self) -> str:
@@ -124,13 +135,16 @@ class Queue:
             dsn, prefix=prefix, min_size=min_size, max_size=max_size, pooler=pooler,
             listen_dsn=listen_dsn, clock=clock,
         )
+        queue = Queue(store, max_payload_bytes=max_payload_bytes)
         try:
-            yield Queue(store, max_payload_bytes=max_payload_bytes)
+            yield queue
         finally:
-            await store.close()
+            await queue.close()
 
     async def close(self) -> None:
         """Close the store (``connect`` does this on exit)."""
+        if self._waiters is not None:
+            await self._waiters.close()
         await self.store.close()
 
     async def migrate(self) -> list[str]:
@@ -139,160 +153,6 @@ class Queue:
 
     # --- enqueue ------------------------------------------------------------------------
 
-    def _new_job(
-        self,
-        item: JobLike,
-        *,
-        index: int | None = None,
-        id: UUID | None = None,
-        delay: dt.timedelta | None = None,
-        at: dt.datetime | None = None,
-        priority: Priority | int | str | None = None,
-        trace_context: str | None = None,
-    ) -> tuple[NewJob, Task]:
-        # Runs once per job of an enqueue_many: the common case (a Task, no
-        # delay, at or priority override) takes the fewest steps.
-        try:
-            task = item if isinstance(item, Task) else self._as_task(item)
-            options = type(task).__task__
-            payload = _codec.dumps(task)
-            _codec.check_size(payload, self.max_payload_bytes)
-            if delay is not None or at is not None:
-                if delay is not None and at is not None:
-                    raise InvalidJob("give delay= or at=, not both")
-                if delay is not None and not isinstance(delay, dt.timedelta):
-                    raise InvalidJob(f"delay= must be a timedelta, not {type(delay).__name__}")
-                if delay is not None and not (dt.timedelta(0) <= delay <= MAX_DELAY):
-                    raise InvalidJob(f"delay {delay} is outside 0..{MAX_DELAY.days} days")
-                if at is not None and (not isinstance(at, dt.datetime) or at.tzinfo is None):
-                    raise InvalidJob("at= must be a timezone-aware datetime")
-                if at is not None and at - self._now() > MAX_DELAY:
-                    raise InvalidJob(
-                        f"at= {at.isoformat()} is more than {MAX_DELAY.days} days away")
-            if priority is None:
-                prio = options.priority
-            else:
-                try:
-                    prio = Priority.parse(priority)
-                except ValueError as exc:
-                    raise InvalidJob(str(exc)) from None
-            subject = task.subject()
-            dedup_key = task.dedup_key()
-            limit_key = task.limit_key()
-            if subject is not None or dedup_key is not None or limit_key is not None:
-                for name, value in (("subject", subject), ("dedup_key", dedup_key),
-                                    ("limit_key", limit_key)):
-                    if value is not None and (not isinstance(value, str) or "\x00" in value):
-                        raise InvalidJob(f"{name}() must return a string without NUL characters")
-                    if value is not None and not _encodable(value):
-                        raise InvalidJob(f"{name}() returned a string with a lone surrogate")
-        except InvalidJob as exc:
-            if index is None:
-                raise
-            raise InvalidJob(exc.reason, index=index) from None
-        job = NewJob(
-            id=id or uuid7(), kind=options.kind, payload=payload, priority=int(prio),
-            max_failures=options.max_failures, delay=delay or NO_DELAY, at=at,
-            dedup_key=dedup_key, subject=subject, periodic=options.periodic,
-            trace_context=trace_context, limit_key=limit_key,
-        )
-        return job, task
-
-    def _plain_batch(self, tasks: Sequence[JobLike],
-                     trace_context: str | None = None) -> NewJobBatch | None:
-        """The batch's columns when every item is a Task whose class has no dedup
-        key: ``_new_job``'s work without a record per job, with the class's
-        options read once per class. None: take the general path (``(kind,
-        payload)`` items, dedup keys), which also names the index of a bad item."""
-        n = len(tasks)
-        kinds: list[str] = []
-        payloads: list[str] = []
-        priorities: list[int] = []
-        max_failures: list[int] = []
-        subjects: list[str | None] | None = None
-        periodic: list[bool] | None = None
-        shapes: dict[type, tuple[str, int, int, bool, bool]] = {}
-        dumps, limit = _codec.dumps, self.max_payload_bytes
-        for index, item in enumerate(tasks):
-            shape = shapes.get(type(item))
-            if shape is None:
-                if not isinstance(item, Task):
-                    return None
-                cls = type(item)
-                if cls.dedup_key is not Task.dedup_key or cls.limit_key is not Task.limit_key:
-                    return None
-                options = cls.__task__
-                shape = shapes[cls] = (options.kind, int(options.priority),
-                                       options.max_failures, options.periodic,
-                                       cls.subject is not Task.subject)
-            kind, priority, failures, is_periodic, has_subject = shape
-            try:
-                payload = dumps(item)
-                # check_size, inlined: only text that might be over is encoded.
-                if len(payload) * 4 > limit:
-                    _codec.check_size(payload, limit)
-            except InvalidJob as exc:
-                raise InvalidJob(exc.reason, index=index) from None
-            if has_subject:
-                subject = cast(Task, item).subject()
-                if not (isinstance(subject, str) and "\x00" not in subject
-                        and _encodable(subject)) and subject is not None:
-                    self._new_job(item, index=index)  # raises naming the index
-                    return None
-                if subjects is None:
-                    subjects = [None] * index
-                subjects.append(subject)
-            elif subjects is not None:
-                subjects.append(None)
-            if is_periodic and periodic is None:
-                periodic = [False] * index
-            if periodic is not None:
-                periodic.append(is_periodic)
-            kinds.append(kind)
-            payloads.append(payload)
-            priorities.append(priority)
-            max_failures.append(failures)
-        return NewJobBatch(uuid7_many(n), kinds, payloads, priorities, max_failures,
-                           subjects, periodic, trace_context)
-
-    @staticmethod
-    def _as_task(item: JobLike) -> Task:
-        if isinstance(item, Task):
-            return item
-        if isinstance(item, tuple) and len(item) == 2:
-            kind, payload = item
-            try:
-                return lookup(kind).from_payload(payload)
-            except UnknownKind as exc:
-                raise InvalidJob(str(exc)) from None
-            except PayloadDecodeError as exc:
-                raise InvalidJob(f"payload does not fit task {kind!r}: {exc}") from None
-        raise InvalidJob(f"expected a Task instance, got {type(item).__name__}")
-
-    def _merge_fn(self, tasks: dict[UUID, Task]) -> Any:
-        def merge(new: NewJob, pending: JobRecord) -> MergeUpdate | None:
-            task = tasks[new.id]
-            try:
-                current = type(task).from_payload(pending.payload)
-            except PayloadDecodeError:
-                return None  # the pending job no longer decodes: enqueue ours beside it
-            decision = task.merge(current, pending.carry)
-            if isinstance(decision, Keep):
-                return MergeUpdate()
-            if isinstance(decision, Replace):
-                return MergeUpdate(payload=new.payload, priority=new.priority,
-                                   set_carry=True, carry=None)
-            if isinstance(decision, With):
-                if type(decision.payload) is not type(task):
-                    raise InvalidJob("With(payload=...) must be a task of the same kind")
-                payload = _codec.dumps(decision.payload)
-                _codec.check_size(payload, self.max_payload_bytes)
-                carry = None if decision.carry is None else _codec.dumps(decision.carry)
-                return MergeUpdate(payload=payload, priority=new.priority,
-                                   set_carry=True, carry=carry)
-            raise InvalidJob(f"merge() returned {decision!r}, not Keep/Replace/With")
-        return merge
-
     async def enqueue(
         self,
         task: Task,
@@ -300,25 +160,34 @@ class Queue:
         delay: dt.timedelta | None = None,
         at: dt.datetime | None = None,
         priority: Priority | int | str | None = None,
+        after: Sequence[UUID | str] | None = None,
+        after_failure: str = "fail",
         conn: Any = None,
     ) -> Enqueued:
         """Enqueue one task. With ``conn=`` (the caller's connection or session:
         docs/integrations/producers.md) the insert joins the caller's transaction
-        and workers are notified at its commit."""
+        and workers are notified at its commit. With ``after=`` (job ids) it waits,
+        pending and not claimable, until every one of them has completed; one that
+        dies or is cancelled fails it (``dependency-failed``) unless
+        ``after_failure="run"`` (docs/concepts/workflows.md)."""
         tracer = tracing.tracer()
         if tracer is None:
-            return await self._enqueue(task, delay, at, priority, conn, None)
+            return await self._enqueue(task, delay, at, priority, conn, None, after,
+                                       after_failure)
         with tracing.send(tracer, tracing.task_kinds([task])) as send:
-            result = await self._enqueue(task, delay, at, priority, conn, send)
+            result = await self._enqueue(task, delay, at, priority, conn, send, after,
+                                         after_failure)
             send.sent([result])
         return result
 
     async def _enqueue(self, task: Task, delay: dt.timedelta | None, at: dt.datetime | None,
                        priority: Priority | int | str | None, conn: Any,
-                       send: tracing.Send | None) -> Enqueued:
-        job, task = self._new_job(task, delay=delay, at=at, priority=priority,
-                                  trace_context=None if send is None else send.context)
-        merge = self._merge_fn({job.id: task}) if job.dedup_key is not None else None
+                       send: tracing.Send | None, after: Sequence[UUID | str] | None = None,
+                       after_failure: str = "fail") -> Enqueued:
+        job, task = self._jobs.new_job(task, delay=delay, at=at, priority=priority,
+                                  trace_context=None if send is None else send.context,
+                                  after=after, after_failure=after_failure)
+        merge = self._jobs.merge_fn({job.id: task}) if job.dedup_key is not None else None
         if merge is not None and send is not None:
             merge = send.merging(merge)
         (result,) = await self.store.enqueue([job], merge=merge, conn=conn)
@@ -337,11 +206,11 @@ class Queue:
     async def _enqueue_many(self, tasks: Sequence[JobLike], conn: Any,
                             send: tracing.Send | None) -> list[UUID]:
         trace_context = None if send is None else send.context
-        batch = self._plain_batch(tasks, trace_context)
+        batch = self._jobs.plain_batch(tasks, trace_context)
         if batch is not None:
             await self.store.enqueue_batch(batch, conn=conn)
             return batch.ids
-        new_job = self._new_job
+        new_job = self._jobs.new_job
         jobs: list[NewJob] = []
         as_tasks: list[Task] = []
         for index, (item, id) in enumerate(zip(tasks, uuid7_many(len(tasks)), strict=True)):
@@ -349,8 +218,12 @@ class Queue:
             jobs.append(job)
             as_tasks.append(task)
         merge = None
+        if any(job.after for job in jobs) and any(job.dedup_key is not None for job in jobs):
+            raise InvalidJob("a batch with Dependent items cannot also merge by dedup key: "
+                             "enqueue those separately")
         if any(job.dedup_key is not None for job in jobs):
-            merge = self._merge_fn({job.id: task for job, task in zip(jobs, as_tasks, strict=True)})
+            merge = self._jobs.merge_fn(
+                {job.id: task for job, task in zip(jobs, as_tasks, strict=True)})
             if send is not None:
                 merge = send.merging(merge)
         results = await self.store.enqueue(jobs, merge=merge, conn=conn)
@@ -358,15 +231,71 @@ class Queue:
             send.sent(results)
         return [r.id for r in results]
 
+    async def enqueue_workflow(self, workflow: Workflow, *, conn: Any = None) -> UUID:
+        """Enqueue every step of ``workflow`` and its record in one transaction (the
+        caller's with ``conn=``); its id. A cycle, an unknown step or a bad task is a
+        ``ValueError`` before anything is written (docs/concepts/workflows.md)."""
+        steps = workflow.resolved()
+        jobs = []
+        for index, (step, task, after, after_failure, priority) in enumerate(steps):
+            try:
+                job, _ = self._jobs.new_job(task, index=index, id=step.id, priority=priority,
+                                       after=after, after_failure=after_failure)
+            except InvalidJob as exc:
+                raise InvalidJob(f"step {step.name!r}: {exc.reason}") from None
+            jobs.append(job)
+        if any(job.dedup_key is not None for job in jobs):
+            raise InvalidJob("workflow steps cannot have dedup keys")
+        record = WorkflowRecord(uuid7(), workflow.name, self._now(),
+                                [(step.name, step.id) for step, *_ in steps])
+        await self.store.enqueue_workflow(record, jobs, conn=conn)
+        return record.id
+
+    async def workflow(self, id: UUID | str, *, conn: Any = None) -> WorkflowState | None:
+        """Every step of workflow ``id`` as it is now, in the order added (None for an
+        unknown workflow)."""
+        found = await self.store.workflow(parse_uuid(id, what="workflow id"), conn=conn)
+        if found is None:
+            return None
+        return WorkflowState(found.id, found.name, found.created_at, [
+            StepState(name, step, sorted(found.after.get(step, [])), found.jobs.get(step))
+            for name, step in found.steps])
+
     # --- inspect ------------------------------------------------------------------------
 
     async def job(self, id: UUID | str, *, conn: Any = None) -> JobRecord | None:
         """The job's row, or None if there is no such job (any more)."""
-        return await self.store.job(_uuid(id), conn=conn)
+        return await self.store.job(parse_uuid(id), conn=conn)
+
+    async def result(self, id: UUID | str, *,
+                     timeout: dt.timedelta | float | None = None,  # noqa: ASYNC109 - contract
+                     ) -> Any:
+        """The job's result (what its completing run gave ``ctx.set_result``; None if
+        it set none) once it has completed, waiting up to ``timeout`` (seconds or a
+        timedelta; None waits as long as it takes). Raises ``venturi.JobFailed`` (its
+        ``reason``: the dead entry's note) if the job died, ``venturi.JobCancelled`` if
+        it no longer exists, ``TimeoutError`` when the time is up. Woken by a
+        notification the finishing transaction sends, never by polling
+        (docs/concepts/results.md)."""
+        job_id = parse_uuid(id)
+        seconds = timeout.total_seconds() if isinstance(timeout, dt.timedelta) else timeout
+        if seconds is not None and seconds < 0:
+            raise ValueError("timeout must be >= 0")
+        # A job already finished stays so: answered at once, without listening (and
+        # so even with timeout=0).
+        job = await self.store.job(job_id)
+        if not results.finished(job):
+            if self._waiters is None:
+                self._waiters = results.Waiters(self.store)
+            async with asyncio.timeout(seconds):
+                job = await self._waiters.wait(job_id)
+        journal = await self.store.journal(job_id) if job is not None \
+            and job.status is Status.DEAD else []
+        return results.outcome(job_id, job, journal)
 
     async def journal(self, id: UUID | str, *, conn: Any = None) -> list[JournalRecord]:
         """The job's journal, oldest entry first (empty for an unknown job)."""
-        return await self.store.journal(_uuid(id), conn=conn)
+        return await self.store.journal(parse_uuid(id), conn=conn)
 
     async def stats(self, *, conn: Any = None) -> Snapshot:
         """Counts per kind and status, and how long the oldest runnable job has waited."""
@@ -397,7 +326,7 @@ class Queue:
         creation time the ids carry (the producer's clock at enqueue, to the
         millisecond), which makes them ranges of the primary key."""
         _check_limit(limit)
-        cursor = None if before is None else _uuid(before, what="cursor")
+        cursor = None if before is None else parse_uuid(before, what="cursor")
         since_id, cursor = _pages.id_range(created_since, created_until, cursor)
         rows = await self.store.query_jobs(HistoryFilter(
             kind=kind, status=None if status is None else _status(status),
@@ -539,17 +468,25 @@ class Queue:
         *,
         ids: Sequence[UUID | str] | None = None,
         subject: str | None = None,
+        workflow: UUID | str | None = None,
         conn: Any = None,
     ) -> int:
-        """Delete jobs by id, or every job in ``subject``'s subtree. Running ones are
-        cancelled by their workers; side effects are not undone
-        (docs/concepts/leases.md#cancellation)."""
-        if ids is None and subject is None:
-            raise ValueError("cancel() needs ids= or subject=")
-        if ids is not None and subject is not None:
-            raise ValueError("cancel() takes ids= or subject=, not both")
+        """Delete jobs by id, every job in ``subject``'s subtree, or the unfinished steps
+        of ``workflow``. Running ones are cancelled by their workers; side effects are
+        not undone (docs/concepts/leases.md#cancellation)."""
+        given = sum(x is not None for x in (ids, subject, workflow))
+        if given == 0:
+            raise ValueError("cancel() needs ids=, subject= or workflow=")
+        if given > 1:
+            raise ValueError("cancel() takes one of ids=, subject= or workflow=")
+        if workflow is not None:
+            found = await self.store.workflow(parse_uuid(workflow, what="workflow id"), conn=conn)
+            if found is None:
+                return 0
+            return await self.store.cancel(ids=[step for _, step in found.steps], conn=conn,
+                                           unfinished=True)
         if ids is not None:
-            return await self.store.cancel(ids=[_uuid(i) for i in ids], conn=conn)
+            return await self.store.cancel(ids=[parse_uuid(i) for i in ids], conn=conn)
         return await self.store.cancel(subject=normalize_subject(subject or ""), conn=conn)
 
     async def retry(
@@ -565,7 +502,7 @@ class Queue:
         if ids is None and kind is None:
             raise ValueError("retry() needs ids= or kind=")
         if ids is not None:
-            return await self.store.retry(ids=[_uuid(i) for i in ids])
+            return await self.store.retry(ids=[parse_uuid(i) for i in ids])
         return await self.store.retry(kind=kind)
 
     async def cleanup(
@@ -601,22 +538,5 @@ def _page(rows: list[JobRecord], limit: int, cursor: Any) -> Page:
     more = len(rows) > limit
     rows = rows[:limit]
     return Page(rows, cursor(rows[-1]) if more else None)
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-        return True
-    except UnicodeEncodeError:
-        return False
-
-
-def _uuid(value: UUID | str, what: str = "job id") -> UUID:
-    if isinstance(value, UUID):
-        return value
-    try:
-        return UUID(str(value))
-    except ValueError:
-        raise InvalidJobId(f"{what} {value!r} is not a UUID") from None
 
 

@@ -18,16 +18,21 @@ says why this design and not a second, synchronous copy of the operations.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from uuid import UUID
 
-from . import _codec
+from . import _codec, results
 from .config import DEFAULT_PREFIX, validate_prefix
-from .errors import ConfigError
+from .errors import ConfigError, DatabaseUnavailable
+from .newjob import parse_uuid as _uuid
+from .notices import parse_finished
 from .queue import Queue
-from .store.base import Clock, Store
+from .store.base import Clock, JobRecord, Status, Store
 from .store.memory import MemoryStore
 
 if TYPE_CHECKING:
@@ -140,9 +145,53 @@ class SyncQueue:
         """Close the store and its pool (leaving a ``with`` block does this)."""
         run_blocking(self.store.close())
 
+    def result(self, id: UUID | str, *, timeout: dt.timedelta | float | None = None) -> Any:
+        """``Queue.result``, blocking this thread: the job's result once it completed,
+        else ``JobFailed`` / ``JobCancelled``, ``TimeoutError`` when ``timeout`` is up.
+        Waits on a LISTEN connection of its own, opened for the call (and again, with
+        the job re-read, if it is lost meanwhile); never polls. On a MemoryStore
+        nothing can finish the job while this thread blocks: it answers at once, or
+        raises ``TimeoutError``."""
+        job_id = _uuid(id)
+        seconds = timeout.total_seconds() if isinstance(timeout, dt.timedelta) else timeout
+        if seconds is not None and seconds < 0:
+            raise ValueError("timeout must be >= 0")
+        deadline = None if seconds is None else time.monotonic() + seconds
+        driver = getattr(self.store, "driver", None)
+        if not hasattr(driver, "blocking_listener"):
+            job = self.job(job_id)
+            if not results.finished(job):
+                raise TimeoutError(f"job {job_id} did not finish within the timeout")
+            return self._outcome(job_id, job)
+        listen = self.store._q["listen_results"]  # type: ignore[attr-defined]
+        delay = 0.05
+        while True:
+            try:
+                with driver.blocking_listener(listen) as listener:  # type: ignore[union-attr]
+                    # Read once LISTEN is active: a job that finished before is seen
+                    # here, one that finishes later is announced to us.
+                    job = self.job(job_id)
+                    while not results.finished(job):
+                        if not any(job_id in parse_finished(p)
+                                   for p in listener.wait(_left(deadline, job_id))):
+                            continue
+                        job = self.job(job_id)
+                    return self._outcome(job_id, job)
+            except DatabaseUnavailable:
+                # Notifications sent while no session listened are lost: listen again,
+                # then read the job again.
+                time.sleep(min(delay, _left(deadline, job_id)))
+                delay = min(delay * 2, 5.0)
+
+    def _outcome(self, job_id: UUID, job: JobRecord | None) -> Any:
+        journal = self.journal(job_id) if job is not None and job.status is Status.DEAD else []
+        return results.outcome(job_id, job, journal)
+
     migrate = _blocking(Queue.migrate)
     enqueue = _blocking(Queue.enqueue)
     enqueue_many = _blocking(Queue.enqueue_many)
+    enqueue_workflow = _blocking(Queue.enqueue_workflow)
+    workflow = _blocking(Queue.workflow)
     job = _blocking(Queue.job)
     journal = _blocking(Queue.journal)
     stats = _blocking(Queue.stats)
@@ -162,6 +211,17 @@ class SyncQueue:
     resume = _blocking(Queue.resume)
     set_limits = _blocking(Queue.set_limits)
     kinds = _blocking(Queue.kinds)
+
+
+def _left(deadline: float | None, job_id: UUID) -> float:
+    """Seconds until ``deadline`` (a day at a time when there is none); TimeoutError
+    once it has passed."""
+    if deadline is None:
+        return 86_400.0
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError(f"job {job_id} did not finish within the timeout")
+    return left
 
 
 def _psycopg_driver() -> type[PsycopgDriver]:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, ClassVar, Self, dataclass_transform
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, dataclass_transform
 from uuid import UUID
 
 from . import _codec
@@ -336,6 +336,14 @@ class Task:
         return result
 
 
+class ResultReader(Protocol):
+    """What ``Context.results`` reads: the store's ``dependencies`` and ``results``."""
+
+    async def dependencies(self, id: UUID) -> list[UUID]: ...
+
+    async def results(self, ids: Sequence[UUID]) -> dict[UUID, Any]: ...
+
+
 class Context:
     """What a running task sees of its job: identity, carry, attachment, state.
 
@@ -345,10 +353,13 @@ class Context:
     None when nothing traces the worker.
     """
 
-    __slots__ = ("_attachment", "_carry", "job_id", "kind", "run_no", "span", "state")
+    __slots__ = ("_attachment", "_carry", "_reader", "_result", "_result_limit", "job_id",
+                 "kind", "run_no", "span", "state")
 
     def __init__(self, *, job_id: UUID, kind: str, run_no: int, carry: Any, state: Any,
-                 span: Span | None = None) -> None:
+                 span: Span | None = None,
+                 result_limit: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES,
+                 reader: ResultReader | None = None) -> None:
         self.job_id = job_id
         self.kind = kind
         self.run_no = run_no
@@ -358,6 +369,9 @@ class Context:
         self.span = span
         self._carry = carry
         self._attachment: dict[str, Any] | None = None
+        self._result: str | None = None  # JSON text
+        self._result_limit = result_limit
+        self._reader = reader  # the store, for results()
 
     @property
     def carry(self) -> Any:
@@ -378,3 +392,27 @@ class Context:
     def attachment(self) -> dict[str, Any] | None:
         """What ``attach`` collected so far (None when nothing was attached)."""
         return self._attachment
+
+    def set_result(self, value: Any) -> None:
+        """The job's result, stored when this run completes it and returned by
+        ``queue.result(job_id)`` (docs/concepts/results.md). JSON-encodable and at
+        most the queue's payload limit: anything else raises ``InvalidJob`` here, in
+        the handler (a failed run, retried as any exception is). A later call
+        replaces an earlier one; a run that does not complete stores nothing."""
+        text = _codec.dumps(value, "result")
+        _codec.check_size(text, self._result_limit, "result")
+        self._result = text
+
+    async def results(self, ids: Sequence[UUID] | None = None) -> dict[UUID, Any]:
+        """The results of the jobs ``ids`` that completed, by id; by default of the jobs
+        this one was enqueued after (``after=``: docs/concepts/workflows.md). A job
+        that did not complete (it failed, with ``after_failure="run"``) is absent."""
+        if self._reader is None:
+            raise RuntimeError("ctx.results() needs the worker's store (a Context of a worker)")
+        wanted = list(await self._reader.dependencies(self.job_id) if ids is None else ids)
+        return await self._reader.results(wanted)
+
+    @property
+    def result_json(self) -> str | None:
+        """The result set so far, as JSON text (None when none was set)."""
+        return self._result

@@ -19,6 +19,7 @@ def test_migrate_prints_what_it_applied_then_nothing(bare: Cli) -> None:
     first = bare.ok("migrate")
     assert first.stdout.splitlines() == [
         "applied 0001_init.sql", "applied 0002_storage.sql", "applied 0003_kinds.sql",
+        "applied 0004_results.sql",
         "applied 0005_trace.sql", "applied 0006_tallies.sql"]
     second = bare.ok("migrate")
     assert "applied" not in second.stdout
@@ -86,7 +87,8 @@ def test_jobs_pages_newest_first_with_a_cursor(cli: Cli) -> None:
     assert list(job) == [
         "id", "kind", "status", "priority", "priority_name", "subject", "dedup_key", "payload",
         "carry", "periodic", "run_count", "failure_count", "max_failures", "created_at",
-        "visible_at", "claimed_by", "claim_expires_at", "finished_at", "trace_id",
+        "visible_at", "claimed_by", "claim_expires_at", "finished_at", "trace_id", "result",
+        "waiting",
     ]
     assert job["payload"] == {"uri": "file:///4", "words": 1}
     assert (job["status"], job["priority_name"], job["subject"]) == ("pending", "normal",

@@ -19,6 +19,7 @@ from tests.conftest import drop_prefix
 from venturi import ManualClock
 from venturi.store.base import Listener
 from venturi.store.postgres import AsyncpgListener, PostgresStore, channels
+from venturi.store.postgres.driver import results_channel
 from venturi.store.postgres.psycopg_driver import PsycopgDriver
 from venturi.testing.fixtures import StoreFactory
 from venturi.testing.suite import *  # noqa: F403
@@ -31,6 +32,9 @@ class PsycopgStore(PostgresStore):
 
     def listen(self) -> Listener:
         return AsyncpgListener(self.dsn_for_listen, self.prefix, channels(self.prefix))
+
+    def listen_finished(self) -> Listener:
+        return AsyncpgListener(self.dsn_for_listen, self.prefix, results_channel(self.prefix))
 
 
 @contextlib.asynccontextmanager

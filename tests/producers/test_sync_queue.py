@@ -48,7 +48,7 @@ class Picky(venturi.Task, kind="test.producers.picky"):
 
 SURFACE = ["migrate", "enqueue", "enqueue_many", "job", "journal", "stats", "detail", "history",
            "dead_jobs", "claimed_jobs", "periodic_jobs", "finished_per_minute", "count",
-           "workers", "drain", "cancel", "retry", "cleanup"]
+           "workers", "drain", "cancel", "retry", "cleanup", "enqueue_workflow", "workflow"]
 
 
 @pytest.fixture(params=BLOCKING_KINDS)
@@ -96,7 +96,7 @@ def test_the_whole_surface_blocks_and_returns_what_queue_returns(
     assert sync_queue.cleanup(finished_before=dt.datetime.now(dt.UTC)) == 0
     assert sync_queue.workers() == []
     sync_queue.drain()
-    with pytest.raises(ValueError, match="needs ids= or subject="):
+    with pytest.raises(ValueError, match="needs ids=, subject= or workflow="):
         sync_queue.cancel()
 
 

@@ -43,6 +43,7 @@ class Resumable(venturi.Task, kind="web.resumable"):
         if ctx.carry is None:
             return venturi.Pause(dt.timedelta(0), carry={"page": 2})
         ctx.attach(resumed_from=ctx.carry["page"])
+        ctx.set_result({"pages": ctx.carry["page"], "html": "<b>two</b>"})
         return None
 
 

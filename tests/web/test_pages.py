@@ -99,12 +99,15 @@ async def test_job_page_shows_payload_carry_and_the_journal_as_a_timeline(
         await expect(entries.nth(0).locator(".outcome")).to_have_text("paused")
         await expect(entries.nth(1).locator(".outcome")).to_have_text("completed")
         await expect(entries.nth(1).locator(".attachment")).to_contain_text('"resumed_from": 2')
-        # Places for what later versions store, marked, not faked.
-        await expect(page.locator("#job-result")).to_contain_text("not stored")
+        # The result as JSON, escaped like every field from the database.
+        await expect(page.locator("#job-result")).to_contain_text('"pages": 2')
+        await expect(page.locator("#job-result")).to_contain_text('"html": "<b>two</b>"')
+        await expect(page.locator("#job-result b")).to_have_count(0)
         await expect(page.locator("#job-trace")).to_have_text("not traced")
 
         await page.goto(f"{served.url}/jobs/{ids['dead']}")
         await expect(page.locator("#job-status")).to_have_text("dead")
+        await expect(page.locator("#job-result")).to_have_text("not completed yet")
         await expect(page.locator("#job-payload")).to_contain_text('"reason": "unsupported-format"')
         await expect(page.locator("#journal li .note")).to_have_text("unsupported-format")
 

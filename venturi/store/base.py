@@ -48,6 +48,7 @@ from .records import (
     Snapshot,
     Status,
     WorkerInfo,
+    WorkflowRecord,
 )
 
 __all__ = [
@@ -88,6 +89,7 @@ __all__ = [
     "Status",
     "Store",
     "WorkerInfo",
+    "WorkflowRecord",
     "check_new_job_batch",
     "check_new_jobs",
 ]
@@ -118,6 +120,16 @@ class Store(abc.ABC):
         would (same checks, same errors, same wake-ups); stores override it to skip
         the per-job records."""
         await self.enqueue(batch.jobs(), conn=conn)
+
+    @abc.abstractmethod
+    async def enqueue_workflow(self, workflow: WorkflowRecord, jobs: Sequence[NewJob], *,
+                               conn: Any = None) -> None:
+        """Insert a workflow's steps (``jobs``, some waiting for others) and its record,
+        atomically (docs/concepts/workflows.md)."""
+
+    @abc.abstractmethod
+    async def workflow(self, id: UUID, *, conn: Any = None) -> WorkflowRecord | None:
+        """The workflow, with its steps' jobs still there and their edges."""
 
     @abc.abstractmethod
     async def dedup_candidate(self, kind: str, dedup_key: str) -> JobRecord | None:
@@ -201,6 +213,14 @@ class Store(abc.ABC):
     async def job(self, id: UUID, *, conn: Any = None) -> JobRecord | None: ...
 
     @abc.abstractmethod
+    async def results(self, ids: Sequence[UUID]) -> dict[UUID, Any]:
+        """The results of those of ``ids`` that completed, by id (docs/concepts/results.md)."""
+
+    @abc.abstractmethod
+    async def dependencies(self, id: UUID) -> list[UUID]:
+        """The jobs job ``id`` was enqueued after (``after=``), by id."""
+
+    @abc.abstractmethod
     async def journal(self, id: UUID, *, conn: Any = None) -> list[JournalRecord]:
         """A job's journal, oldest first."""
 
@@ -242,10 +262,12 @@ class Store(abc.ABC):
     # administering
     @abc.abstractmethod
     async def cancel(
-        self, *, ids: Sequence[UUID] | None = None, subject: str | None = None, conn: Any = None
+        self, *, ids: Sequence[UUID] | None = None, subject: str | None = None, conn: Any = None,
+        unfinished: bool = False,
     ) -> int:
         """Delete jobs by id or subject subtree; notify owners of claimed ones
-        (docs/concepts/leases.md, cancellation)."""
+        (docs/concepts/leases.md, cancellation). ``unfinished``: only those of ``ids``
+        still pending or claimed."""
 
     @abc.abstractmethod
     async def retry(self, *, ids: Sequence[UUID] | None = None, kind: str | None = None) -> int:
@@ -300,6 +322,12 @@ class Store(abc.ABC):
         """A fresh listener on the jobs and control channels."""
 
     @abc.abstractmethod
+    def listen_finished(self) -> Listener:
+        """A fresh listener on the results channel: ``("finished", ids)`` whenever jobs
+        complete, go dead or are cancelled (venturi/notices.py), sent by the
+        transaction that finished them, at its commit (docs/concepts/results.md)."""
+
+    @abc.abstractmethod
     def identity_lock(self, name: str) -> IdentityLock:
         """A lock on worker ``name`` in this queue, held on a dedicated session
         (docs/concepts/leases.md, restarts)."""
@@ -342,7 +370,8 @@ class IdentityLock(abc.ABC):
 
 
 class Listener(abc.ABC):
-    """Wake-ups from the store: ``("jobs", kind)`` or ``("control", json)``.
+    """Wake-ups from the store: ``("jobs", kind)`` or ``("control", json)`` (or, from
+    ``listen_finished``, ``("finished", ids)``).
 
     A notification is only a hint; the claim query decides what runs.
     """

@@ -6,7 +6,7 @@ naming the offending index in a batch, nothing half-written.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from .._codec import json_has_nul
@@ -57,9 +57,55 @@ def check_new_jobs(jobs: Sequence[NewJob]) -> None:
     """Refuse, before anything is written, a job the schema would refuse, so both
     stores fail alike: ``InvalidJob`` naming the offending index in a batch."""
     for index, job in enumerate(jobs):
-        problem = _new_job_problem(job)
+        problem = _new_job_problem(job) or (_after_problem(job) if job.after else None)
         if problem is not None:
             raise InvalidJob(problem, index=index if len(jobs) > 1 else None)
+    if len(jobs) > 1 and any(job.after for job in jobs):
+        cycle = find_cycle({job.id: job.after for job in jobs})
+        if cycle is not None:
+            path = " -> ".join(str(i) for i in cycle)
+            raise InvalidJob(f"the jobs wait for each other in a cycle ({path}): "
+                             "none would ever run")
+
+
+def _after_problem(job: NewJob) -> str | None:
+    """What a job that waits for others (docs/concepts/workflows.md) cannot also be."""
+    if job.dedup_key is not None:
+        return "a job with after= cannot have a dedup key (it would merge into another)"
+    if job.periodic:
+        return "a periodic task cannot wait for other jobs (after=)"
+    if job.at is not None or job.delay:
+        return "after= cannot be combined with delay= or at=: the job runs when they finish"
+    if job.id in job.after:
+        return "a job cannot wait for itself"
+    if len(set(job.after)) != len(job.after):
+        return "after= names a job twice"
+    return None
+
+
+def find_cycle(after: Mapping[Hashable, Sequence[Hashable]]) -> list[Hashable] | None:
+    """A cycle among ``after`` (node -> the nodes it waits for; others are outside the
+    graph), as the nodes along it with the first repeated at the end, or None."""
+    state: dict[Hashable, int] = {}  # 1: on the current path, 2: done
+    for start in after:
+        if start in state:
+            continue
+        path: list[Hashable] = [start]
+        todo = [iter(after[start])]
+        state[start] = 1
+        while todo:
+            nxt = next(todo[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                todo.pop()
+            elif nxt in after:
+                if state.get(nxt) == 1:
+                    return [*path[path.index(nxt):], nxt]
+                if nxt not in state:
+                    state[nxt] = 1
+                    path.append(nxt)
+                    todo.append(iter(after[nxt]))
+    return None
 
 
 def _new_job_problem(job: NewJob) -> str | None:

@@ -19,7 +19,7 @@ import orjson
 from .. import _codec
 from ..config import validate_prefix
 from ..errors import ConfigError
-from ..notices import cancel_messages, encode, job_notice
+from ..notices import cancel_messages, encode, finished_messages, job_notice
 from . import lifecycle
 from .base import (
     ClaimRequest,
@@ -42,9 +42,11 @@ from .base import (
     Status,
     Store,
     WorkerInfo,
+    WorkflowRecord,
     check_new_jobs,
 )
 from .lifecycle import Recovery
+from .memory_dependencies import WAITING, Edges, Follower
 from .memory_flow import MemoryFlow
 from .memory_sessions import MemoryIdentityLock, MemoryListener
 from .memory_views import Rows, in_subtree, refuse_conn
@@ -65,6 +67,8 @@ class MemoryStore(MemoryFlow, Store):
         self._workers: dict[tuple[str, str], WorkerInfo] = {}
         self._listeners: set[MemoryListener] = set()
         self._locks: dict[str, object] = {}  # worker name -> its identity lock's holder
+        self._edges = Edges()
+        self._workflows: dict[UUID, WorkflowRecord] = {}
         self._flow_init()
         self.migrated = False
 
@@ -84,6 +88,56 @@ class MemoryStore(MemoryFlow, Store):
     def _notify(self, channel: str, payload: str) -> None:
         for listener in list(self._listeners):
             listener.push(channel, payload)
+
+    def _follower(self) -> Follower:
+        def last_note(id: UUID) -> str | None:
+            entries = self._journal.get(id)
+            return entries[-1].note if entries else None
+        return Follower(self._jobs, self._edges, self._append, last_note)
+
+    def _followed(self, follower: Follower) -> None:
+        """Announce what a Follower did: dependents made runnable, dependents failed."""
+        for kind in sorted(follower.woken):
+            self._notify("jobs", kind)
+        self._announce_finished(follower.doomed)
+
+    def _insert_waiting(self, jobs: Sequence[NewJob], now: dt.datetime) -> None:
+        """insert_waiting (enqueue.sql) in Python: see docs/concepts/workflows.md."""
+        batch = {j.id for j in jobs}
+        by_id = {j.id: j for j in jobs}
+        outside = {a: self._jobs.get(a) for j in jobs for a in j.after if a not in batch}
+        doomed = {j.id for j in jobs if not j.run_on_failure and any(
+            a not in batch and ((o := outside[a]) is None or o.status is Status.DEAD)
+            for a in j.after)}
+        grew = True
+        while grew:
+            grew = False
+            for j in jobs:
+                if j.id not in doomed and not j.run_on_failure and any(
+                        a in doomed for a in j.after):
+                    doomed.add(j.id)
+                    grew = True
+        for j in jobs:
+            if j.id in self._jobs:
+                raise ConfigError(f"duplicate job id {j.id}")
+        for j in jobs:
+            record = self._insert(j, now)
+            if j.id in doomed:
+                record = self._put(record, status=Status.DEAD, finished_at=now, visible_at=now)
+                self._append(record, 0, Outcome.DEAD, "dependency-failed")
+            else:
+                waiting = sum(1 for a in j.after if (a in batch and a not in doomed) or (
+                    a not in batch and (o := outside[a]) is not None
+                    and o.status in _ACTIVE))
+                if waiting:
+                    self._put(record, waiting=waiting, visible_at=WAITING)
+            for a in j.after:
+                self._edges.add(j.id, a, by_id[j.id].run_on_failure)
+
+    def _announce_finished(self, ids: Sequence[UUID]) -> None:
+        """Tell result() waiters, as the settling statements do (notify_finished)."""
+        for message in finished_messages(ids):
+            self._notify("finished", message)
 
     def _periodic_taken(self, kind: str, ignore: UUID | None = None) -> bool:
         return any(
@@ -126,6 +180,10 @@ class MemoryStore(MemoryFlow, Store):
         results: list[Enqueued] = []
         touched: list[UUID] = []
         try:
+            if any(job.after for job in jobs):
+                self._insert_waiting(jobs, now)
+                self._announce([self._jobs[j.id] for j in jobs], now)
+                return [Enqueued(j.id, False) for j in jobs]
             for job in jobs:
                 if job.dedup_key is not None:
                     candidate = self._candidate(job.kind, job.dedup_key)
@@ -184,6 +242,25 @@ class MemoryStore(MemoryFlow, Store):
         self._jobs[job.id] = job
         self._append(job, job.run_count, lifecycle.MERGE.outcome, note)
 
+    async def enqueue_workflow(self, workflow: WorkflowRecord, jobs: Sequence[NewJob], *,
+                               conn: Any = None) -> None:
+        refuse_conn(conn)
+        if workflow.id in self._workflows:
+            raise ConfigError(f"duplicate workflow id {workflow.id}")
+        await self.enqueue(jobs)
+        self._workflows[workflow.id] = dataclasses.replace(
+            workflow, created_at=self._now(), jobs={}, after={})
+
+    async def workflow(self, id: UUID, *, conn: Any = None) -> WorkflowRecord | None:
+        refuse_conn(conn)
+        found = self._workflows.get(id)
+        if found is None:
+            return None
+        ids = [step for _, step in found.steps]
+        return dataclasses.replace(
+            found, jobs={i: j for i in ids if (j := self._jobs.get(i)) is not None},
+            after={i: list(self._edges.parents[i]) for i in ids if i in self._edges.parents})
+
     async def dedup_candidate(self, kind: str, dedup_key: str) -> JobRecord | None:
         return self._candidate(kind, dedup_key)
 
@@ -240,6 +317,8 @@ class MemoryStore(MemoryFlow, Store):
         now = self._now()
         out: list[Settled] = []
         woke: list[JobRecord] = []
+        finished: list[UUID] = []
+        follower = self._follower()
         for s in settlements:
             job = self._jobs.get(s.id)
             if (job is None or job.status is not Status.CLAIMED or job.claimed_by != claimed_by
@@ -250,7 +329,12 @@ class MemoryStore(MemoryFlow, Store):
             job = t.apply(job, now, delay=s.delay)
             if s.set_carry:
                 job = dataclasses.replace(job, carry=_codec.loads(s.carry))
+            if t.status is Status.COMPLETED:
+                job = dataclasses.replace(job, result=_codec.loads(s.result))
             self._jobs[job.id] = job
+            if t.status.terminal:
+                finished.append(job.id)
+                follower.finished(job.id, t.status is Status.DEAD, now)
             self._append(job, s.run_no, t.outcome, s.note, _codec.loads(s.attachment))
             if t.wakes:
                 woke.append(job)
@@ -262,10 +346,12 @@ class MemoryStore(MemoryFlow, Store):
                         visible_at=max(next_at, now), claim_expires_at=None, claimed_by=None,
                         finished_at=None, run_count=0, failure_count=0, carry=None,
                         dedup_key=None, subject=None,
-                        trace_context=_codec.loads(s.successor_trace),
+                        trace_context=_codec.loads(s.successor_trace), result=None,
                     )
             out.append(Settled(s.id, True, t.status, t.outcome))
         self._announce(woke, now)
+        self._announce_finished(finished)
+        self._followed(follower)
         return out
 
     async def extend_leases(
@@ -327,12 +413,18 @@ class MemoryStore(MemoryFlow, Store):
 
     def _wake(self, results: Sequence[Recovered], now: dt.datetime) -> None:
         self._announce([self._jobs[r.id] for r in results], now)
+        dead = [r.id for r in results if r.status is Status.DEAD]
+        self._announce_finished(dead)
+        follower = self._follower()
+        for id in dead:
+            follower.finished(id, True, now)
+        self._followed(follower)
 
     async def next_visible_at(self, kinds: Sequence[str]) -> dt.datetime | None:
         now = self._now()
         return min(
             (j.visible_at for j in self._jobs.values()
-             if j.status is Status.PENDING and j.visible_at > now and j.kind in kinds),
+             if j.status is Status.PENDING and now < j.visible_at < WAITING and j.kind in kinds),
             default=None,
         )
 
@@ -349,12 +441,14 @@ class MemoryStore(MemoryFlow, Store):
     # --- administering ------------------------------------------------------------------------
 
     async def cancel(
-        self, *, ids: Sequence[UUID] | None = None, subject: str | None = None, conn: Any = None
+        self, *, ids: Sequence[UUID] | None = None, subject: str | None = None, conn: Any = None,
+        unfinished: bool = False,
     ) -> int:
         refuse_conn(conn)
         if ids is not None:
             wanted = set(ids)
-            victims = [j for j in self._jobs.values() if j.id in wanted]
+            victims = [j for j in self._jobs.values() if j.id in wanted
+                       and not (unfinished and j.status.terminal)]
         else:
             victims = [j for j in self._jobs.values() if in_subtree(j.subject, subject or "")]
         claimed = [str(j.id) for j in victims if j.status is Status.CLAIMED]
@@ -363,29 +457,51 @@ class MemoryStore(MemoryFlow, Store):
             self._journal.pop(j.id, None)
         for message in cancel_messages(claimed):
             self._notify("control", encode(message))
+        self._announce_finished([j.id for j in victims if not j.status.terminal])
+        follower = self._follower()
+        for j in victims:
+            if not j.status.terminal:
+                follower.finished(j.id, True, self._now())
+        for j in victims:
+            self._edges.forget(j.id)
+        self._followed(follower)
         return len(victims)
 
     async def retry(self, *, ids: Sequence[UUID] | None = None, kind: str | None = None) -> int:
         now = self._now()
         wanted = None if ids is None else set(ids)
-        n = 0
-        kinds: set[str] = set()
-        for j in sorted(self._jobs.values(), key=lambda j: j.id):
+        before = dict(self._jobs)  # what the statement's snapshot would see
+        chosen: list[JobRecord] = []
+        for j in sorted(before.values(), key=lambda j: j.id):
             if j.status is not Status.DEAD:
                 continue
             if wanted is not None and j.id not in wanted:
                 continue
             if wanted is None and kind is not None and j.kind != kind:
                 continue
-            if j.periodic and self._periodic_taken(j.kind):
+            if j.periodic and (self._periodic_taken(j.kind)
+                               or any(c.kind == j.kind and c.periodic for c in chosen)):
                 continue
-            j = self._jobs[j.id] = lifecycle.REDRIVE.apply(j, now)
+            chosen.append(j)
+        kinds: set[str] = set()
+        for j in chosen:
+            # It waits again for those of its dependencies still pending or claimed.
+            waiting = sum(1 for p in self._edges.parents.get(j.id, [])
+                          if (o := before.get(p)) is not None and o.status in _ACTIVE)
+            j = lifecycle.REDRIVE.apply(j, now)
+            if waiting:
+                j = dataclasses.replace(j, visible_at=WAITING, waiting=waiting)
+            self._jobs[j.id] = j
             self._append(j, j.run_count, lifecycle.REDRIVE.outcome, lifecycle.REDRIVE_NOTE)
-            kinds.add(j.kind)
-            n += 1
+            if not waiting:
+                kinds.add(j.kind)
+        follower = self._follower()
+        for j in chosen:
+            follower.redriven(j.id, now)
         for k in sorted(kinds):
             self._notify("jobs", k)
-        return n
+        self._followed(follower)
+        return len(chosen)
 
     async def cleanup(self, criteria: CleanupCriteria) -> int:
         return self._delete_finished(criteria, None)
@@ -401,6 +517,7 @@ class MemoryStore(MemoryFlow, Store):
         for id in [j.id for j in victims]:
             del self._jobs[id]
             self._journal.pop(id, None)
+            self._edges.forget(id)
         return len(victims)
 
     # --- workers and control ---------------------------------------------------------------------
@@ -421,8 +538,18 @@ class MemoryStore(MemoryFlow, Store):
     async def db_now(self) -> dt.datetime:
         return self._now()
 
+    async def results(self, ids: Sequence[UUID]) -> dict[UUID, Any]:
+        return {id: job.result for id in ids
+                if (job := self._jobs.get(id)) is not None and job.status is Status.COMPLETED}
+
+    async def dependencies(self, id: UUID) -> list[UUID]:
+        return sorted(self._edges.parents.get(id, []))
+
     def listen(self) -> Listener:
         return MemoryListener(self._listeners)
+
+    def listen_finished(self) -> Listener:
+        return MemoryListener(self._listeners, frozenset({"finished"}))
 
     def identity_lock(self, name: str) -> IdentityLock:
         return MemoryIdentityLock(self._locks, name)

@@ -32,12 +32,15 @@ class MemoryIdentityLock(IdentityLock):
 class MemoryListener(Listener):
     """Notifications pushed by the store to every listener open on it."""
 
-    def __init__(self, listeners: set[MemoryListener]) -> None:
+    def __init__(self, listeners: set[MemoryListener],
+                 channels: frozenset[str] = frozenset({"jobs", "control"})) -> None:
         self._listeners = listeners  # the store's open listeners
+        self._channels = channels  # the labels this one listens to
         self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
 
     def push(self, channel: str, payload: str) -> None:
-        self._queue.put_nowait((channel, payload))
+        if channel in self._channels:
+            self._queue.put_nowait((channel, payload))
 
     async def __aenter__(self) -> MemoryListener:
         self._listeners.add(self)

@@ -80,6 +80,12 @@ class JobRecord:
     trace_context: dict[str, str] | None = None
     # The partition of its kind's limits (Task.limit_key(), docs/concepts/flow-control.md).
     limit_key: str | None = None
+    # What the completing run gave ``ctx.set_result`` (decoded JSON); None otherwise
+    # (docs/concepts/results.md).
+    result: Any = None
+    # How many of its dependencies (``after=``) have not finished yet; a job waiting
+    # for some is pending but not visible (docs/concepts/workflows.md).
+    waiting: int = 0
 
     @property
     def trace_id(self) -> str | None:
@@ -132,6 +138,10 @@ class NewJob:
     periodic: bool = False
     trace_context: str | None = None  # JSON text: the enqueuing span's (venturi.tracing)
     limit_key: str | None = None  # the partition of its kind's limits
+    # The jobs it waits for (docs/concepts/workflows.md), and whether a failed one
+    # counts as finished for it (after_failure="run") instead of failing it.
+    after: tuple[UUID, ...] = ()
+    run_on_failure: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +231,7 @@ class Settlement:
     text) is written when ``set_carry``. For a periodic job, ``successor`` is
     the id and visible time of the next occurrence, inserted when this one
     becomes terminal, with ``successor_trace`` (JSON text) as its trace context.
+    ``result`` (JSON text) is stored when the job completes (docs/concepts/results.md).
     """
 
     id: UUID
@@ -233,6 +244,7 @@ class Settlement:
     carry: str | None = None
     successor: tuple[UUID, dt.datetime] | None = None
     successor_trace: str | None = None
+    result: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -412,3 +424,16 @@ class WorkerInfo:
     started_at: dt.datetime
     last_seen: dt.datetime
     draining: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowRecord:
+    """A workflow as stored: its steps (name, job id) in the order added, and, read with
+    it, the steps' jobs still there and what each waits for (docs/concepts/workflows.md)."""
+
+    id: UUID
+    name: str
+    created_at: dt.datetime
+    steps: list[tuple[str, UUID]]
+    jobs: dict[UUID, JobRecord] = field(default_factory=dict)
+    after: dict[UUID, list[UUID]] = field(default_factory=dict)

@@ -23,7 +23,7 @@ from .._ids import uuid7
 from ..errors import InvalidJob, PayloadDecodeError, classify
 from ..logs import get_logger
 from ..store.base import Action, Settlement
-from ..task import Context, GiveUp, Pause, Task
+from ..task import Context, GiveUp, Pause, ResultReader, Task
 from .clock import DbClock
 from .held import Held, HeldState, StopReason
 from .periodic import next_tick
@@ -70,9 +70,13 @@ def _note(text: str | None) -> str | None:
 
 class Executor:
     def __init__(self, tasks: dict[str, type[Task]], state: Any, clock: DbClock,
-                 watch: Callable[[float], None]) -> None:
+                 watch: Callable[[float], None], *,
+                 result_limit: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES,
+                 reader: ResultReader | None = None) -> None:
         self.tasks = tasks
         self.state = state
+        self._result_limit = result_limit  # ctx.set_result's, the queue's payload limit
+        self._reader = reader  # ctx.results' (the store)
         self._db_clock = clock
         self._watch = watch  # tells the deadline watcher when a run starting now is due
         # Built inside the worker's event loop; anyio's clock on asyncio is the loop's.
@@ -118,7 +122,8 @@ class Executor:
                               successor=self.successor(cls))
         ctx = Context(job_id=record.id, kind=record.kind, run_no=record.run_count,
                       carry=record.carry, state=self.state,
-                      span=None if run is None else run.span)
+                      span=None if run is None else run.span, result_limit=self._result_limit,
+                      reader=self._reader)
         held.started = time.monotonic()
         result: Any = None
         error: BaseException | None = None
@@ -197,7 +202,7 @@ class Executor:
         if result is None or isinstance(result, str):
             return Settlement(held.id, held.run_no, Action.COMPLETE, note=_note(result),
                               attachment=self._attachment(ctx, held),
-                              successor=self.successor(cls))
+                              successor=self.successor(cls), result=ctx.result_json)
         if isinstance(result, Pause):
             carry_value = result.carry if result.has_carry else ctx.carry
             ok, carry = _encode(carry_value, "carry", held)

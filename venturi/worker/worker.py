@@ -275,7 +275,9 @@ class Worker:
                 state = None
                 if self._lifespan is not None:
                     state = await stack.enter_async_context(self._lifespan())
-                executor = Executor(self.tasks, state, self._clock, self._deadlines.watch)
+                executor = Executor(self.tasks, state, self._clock, self._deadlines.watch,
+                                    result_limit=self.queue.max_payload_bytes,
+                                    reader=self.queue.store)
                 if self.config.http is not None:
                     self.http = HttpServer(
                         self.queue, self.health, self.metrics.registry, self.config.http,

@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from ... import _codec
 from ..._ids import uuid7
-from ...queue import MAX_DELAY
+from ...newjob import MAX_DELAY
 from ...store.base import NewJob
 from ...store.postgres import PostgresStore
 from ...sync import SyncQueue, run_blocking

@@ -15,8 +15,9 @@ message or a traceback (those are in the worker's log). So ``errors`` are
 classifications: ``TaskError.exception_class_path`` names the exception's class
 where the failure was one, and ``traceback`` says where the traceback went.
 
-The return value rides in the completing run's journal attachment (``RETURN``)
-until venturi's own job results (``ctx.set_result``) are there to hold it.
+The return value is the job's venturi result (``ctx.set_result``, stored by the
+settle that completes it: docs/concepts/results.md), so ``venturi job`` and
+``Queue.result`` read it too.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from ...store.base import JobRecord, JournalRecord, Outcome, Status
 from .jobs import queue_of
 
 #: The attachment keys the runner writes on each run's journal entry.
-WORKER, STARTED, RETURN = "worker", "started_at", "return_value"
+WORKER, STARTED = "worker", "started_at"
 
 STATUSES = {
     Status.PENDING: TaskResultStatus.READY,
@@ -129,6 +130,5 @@ def to_result(job: JobRecord, journal: list[JournalRecord], backend: str) -> Tas
         worker_ids=worker_ids,
     )
     if job.status is Status.COMPLETED:
-        done = [m for e, m in zip(runs, marks, strict=True) if e.outcome is Outcome.COMPLETED]
-        object.__setattr__(result, "_return_value", done[-1].get(RETURN) if done else None)
+        object.__setattr__(result, "_return_value", job.result)
     return result

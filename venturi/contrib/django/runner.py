@@ -34,13 +34,12 @@ from django.tasks.base import TaskContext
 from django.utils.json import normalize_json
 from django.utils.module_loading import import_string
 
-from ... import _codec
 from ...errors import ConfigError
 from ...queue import Queue
 from ...task import Context, GiveUp, Task
 from .backend import VenturiBackend
 from .jobs import kind_for
-from .results import RETURN, STARTED, WORKER, to_result
+from .results import STARTED, WORKER, to_result
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -121,10 +120,9 @@ async def run_call(job: Any, ctx: Context) -> None:
         loop = asyncio.get_running_loop()
         value = await loop.run_in_executor(
             state.threads, functools.partial(_call_sync, task.func, args, job.kwargs))
-    # Held to the payload's limit, as venturi's own results are: a value too large fails
-    # the run here (InvalidJob), where its author sees it, not the settle later.
-    _codec.check_size(_codec.dumps(value), state.queue.max_payload_bytes)
-    ctx.attach(**{RETURN: value})
+    # venturi's own job result (docs/concepts/results.md), held to the payload's limit: a
+    # value too large fails the run here (InvalidJob), where its author sees it.
+    ctx.set_result(value)
 
 
 def job_class(queue_name: str, backend: VenturiBackend) -> type[Task]:

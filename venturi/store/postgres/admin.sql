@@ -9,6 +9,14 @@ WITH d AS (
 ),
 -- include: notify_cancelled
 
+-- name: cancel_unfinished_ids
+-- Cancel those of the jobs $1 that have not finished (a workflow's unfinished steps).
+WITH d AS (
+    DELETE FROM {prefix}jobs WHERE id = ANY($1::uuid[]) AND status IN ('pending', 'claimed')
+    RETURNING id, status
+),
+-- include: notify_cancelled
+
 -- name: cancel_subject
 WITH d AS (
     DELETE FROM {prefix}jobs
@@ -50,15 +58,26 @@ WITH gate AS (
 -- fragment: notify_cancelled
 -- After a CTE "d" (id, status) deleted jobs: the claimed ones' ids to their owners on
 -- the control channel, in chunks of $2 ids (venturi/notices.py, CANCEL_CHUNK, keeps
--- each payload under NOTIFY's 8000-byte limit). Returns how many were removed.
-c AS (
+-- each payload under NOTIFY's 8000-byte limit); the unfinished ones' ids to result()
+-- waiters (notify_finished: they read the job gone, cancelled). Returns how many
+-- were removed.
+finished AS (
+    SELECT id FROM d WHERE status IN ('pending', 'claimed')
+),
+-- include: notify_finished
+, c AS (
     SELECT (row_number() OVER () - 1) / $2::int AS chunk, id FROM d WHERE status = 'claimed'
 ), n AS (
     SELECT pg_notify('{prefix}control',
                      json_build_object('op', 'cancel', 'ids', json_agg(id))::text) AS sent
     FROM c GROUP BY chunk
 )
-SELECT (SELECT count(*) FROM d) AS removed, (SELECT count(*) FROM n) AS notified
+SELECT (SELECT count(*) FROM d) AS removed, (SELECT count(*) FROM n) AS notified,
+       (SELECT n FROM finished_sent) AS announced,
+       -- The store's clock ($3, else the database's) for the jobs table's trigger, which
+       -- fails or releases the dependents of the unfinished jobs removed, after this
+       -- SELECT (sql/0004_results.sql): transaction-local.
+       (SELECT set_config('venturi.clock', coalesce($3::timestamptz, now())::text, true))
 
 -- fragment: redrive
 -- venturi.store.lifecycle.REDRIVE for the jobs a CTE "dead" (id) selected: pending
@@ -66,10 +85,19 @@ SELECT (SELECT count(*) FROM d) AS removed, (SELECT count(*) FROM n) AS notified
 -- kind that already has a live occurrence is skipped (only one may be live:
 -- docs/concepts/periodic.md); among several dead occurrences of one kind only the
 -- oldest selected is redriven, as MemoryStore does. Returns how many were redriven.
+-- A job enqueued after others waits again for those of them still pending or claimed
+-- (docs/concepts/workflows.md); the dependents that died of a redriven job come back
+-- by the jobs table's trigger (sql/0004_results.sql).
 r AS (
     UPDATE {prefix}jobs AS j SET status = 'pending', failure_count = 0, finished_at = NULL,
-                                 visible_at = {now}
-    WHERE j.id IN (SELECT id FROM dead) AND j.status = 'dead'
+                                 visible_at = CASE WHEN w.n > 0
+                                     THEN '9999-12-31 00:00:00+00'::timestamptz ELSE {now} END,
+                                 waiting = w.n
+    FROM (SELECT d.id, (SELECT count(*) FROM {prefix}dependencies AS p
+                        JOIN {prefix}jobs AS pj ON pj.id = p.after_id
+                        WHERE p.job_id = d.id AND pj.status IN ('pending', 'claimed')) AS n
+          FROM dead AS d) AS w
+    WHERE j.id = w.id AND j.status = 'dead'
       AND NOT (j.periodic AND EXISTS (
           SELECT 1 FROM {prefix}jobs AS o
           WHERE o.kind = j.kind AND o.periodic AND (o.status IN ('pending', 'claimed')

@@ -24,13 +24,16 @@ def _statuses(criteria: CleanupCriteria) -> list[str]:
 
 class Administering(Operations):
     async def cancel(
-        self, *, ids: Sequence[UUID] | None = None, subject: str | None = None, conn: Any = None
+        self, *, ids: Sequence[UUID] | None = None, subject: str | None = None, conn: Any = None,
+        unfinished: bool = False,
     ) -> int:
         on = self._on(conn)
         if ids is not None:
-            n = await self._val("cancel_ids", list(ids), CANCEL_CHUNK, on=on)
+            name = "cancel_unfinished_ids" if unfinished else "cancel_ids"
+            n = await self._val(name, list(ids), CANCEL_CHUNK, self.clock.now(), on=on)
         else:
-            n = await self._val("cancel_subject", subject, CANCEL_CHUNK, on=on)
+            n = await self._val("cancel_subject", subject, CANCEL_CHUNK, self.clock.now(),
+                                on=on)
         return int(n)
 
     async def retry(self, *, ids: Sequence[UUID] | None = None, kind: str | None = None) -> int:

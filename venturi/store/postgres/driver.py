@@ -46,9 +46,15 @@ Row = Sequence[Any]
 
 
 def channels(prefix: str) -> dict[str, str]:
-    """A queue's two channels by name, and the label a listener reports each under
-    (venturi/notices.py says what travels on them)."""
+    """A queue's two worker channels by name, and the label a listener reports each
+    under (venturi/notices.py says what travels on them)."""
     return {f"{prefix}jobs": "jobs", f"{prefix}control": "control"}
+
+
+def results_channel(prefix: str) -> dict[str, str]:
+    """The channel ``Queue.result`` listens on, labelled ``finished``: the ids of jobs
+    that just finished (venturi/notices.py)."""
+    return {f"{prefix}results": "finished"}
 
 
 class Executor(Protocol):

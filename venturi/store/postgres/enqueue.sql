@@ -107,3 +107,83 @@ wake AS (
     FROM (SELECT kind, visible_at > {now} AS later, min(visible_at) AS first
           FROM pending GROUP BY kind, visible_at > {now}) AS k
 )
+
+-- name: insert_waiting
+-- Jobs of which some wait for others (docs/concepts/workflows.md), in one statement:
+-- $2.. the rows as insert_many's, $14 the edges [[job, dependency], ...], $15 each
+-- row's after_failure="run" and $16 its limit_key. A dependency outside the batch is locked (in id order, as
+-- settles lock theirs) and marked has_dependents, and its status read as that lock
+-- leaves it: finished before, it counts as done (or failed); finishing after, its
+-- settle's trigger sees this job (sql/0004_results.sql). A dependency inside the batch
+-- is new, so unfinished. A row with a failed dependency (dead, or gone: cancelled, or
+-- never there) and no after_failure="run" goes in dead, noted dependency-failed, and so
+-- do its dependents in the batch; every other row waits (visible at 9999-12-31) for
+-- its unfinished dependencies, or is visible as asked when none is left.
+WITH RECURSIVE input AS (
+    SELECT * FROM unnest($2::uuid[], $3::text[], $4::text[], $5::int2[], $6::interval[],
+                         $7::timestamptz[], $8::int4[], $9::text[], $10::text[], $11::text[],
+                         $12::bool[], $13::text[], $15::bool[], $16::text[])
+         AS i(id, kind, payload, priority, delay, at, max_failures, carry, dedup_key, subject,
+              periodic, trace_context, run_on_failure, limit_key)
+), edges AS (
+    SELECT (e ->> 0)::uuid AS job_id, (e ->> 1)::uuid AS after_id
+    FROM jsonb_array_elements($14::jsonb) AS e
+), outside AS (
+    SELECT j.id FROM {prefix}jobs AS j
+    WHERE j.id = ANY (ARRAY(SELECT after_id FROM edges
+                            WHERE after_id NOT IN (SELECT id FROM input)))
+    ORDER BY j.id
+    FOR UPDATE
+), parents AS (
+    UPDATE {prefix}jobs AS p SET has_dependents = true
+    FROM outside WHERE p.id = outside.id
+    RETURNING p.id, p.status
+), doomed (id) AS (
+    SELECT e.job_id FROM edges AS e JOIN input AS i ON i.id = e.job_id
+    LEFT JOIN parents AS pa ON pa.id = e.after_id
+    WHERE NOT coalesce(i.run_on_failure, false)
+      AND e.after_id NOT IN (SELECT id FROM input)
+      AND (pa.id IS NULL OR pa.status = 'dead')
+    UNION
+    SELECT e.job_id FROM doomed AS d JOIN edges AS e ON e.after_id = d.id
+    JOIN input AS i ON i.id = e.job_id
+    WHERE NOT coalesce(i.run_on_failure, false)
+), unfinished AS (
+    SELECT e.job_id, count(*) AS n FROM edges AS e LEFT JOIN parents AS pa ON pa.id = e.after_id
+    WHERE (e.after_id IN (SELECT id FROM input) AND e.after_id NOT IN (SELECT id FROM doomed))
+       OR pa.status IN ('pending', 'claimed')
+    GROUP BY e.job_id
+), ins AS (
+    INSERT INTO {prefix}jobs (id, kind, payload, priority, created_at, visible_at,
+                              max_failures, carry, dedup_key, subject, periodic, trace_context,
+                              limit_key, status, finished_at, waiting, has_dependents)
+    SELECT i.id, i.kind, i.payload::jsonb, i.priority, {now},
+           CASE WHEN i.id IN (SELECT id FROM doomed) THEN {now}
+                WHEN u.n > 0 THEN '9999-12-31 00:00:00+00'::timestamptz
+                ELSE coalesce(i.at, {now} + coalesce(i.delay, interval '0')) END,
+           i.max_failures, i.carry::jsonb, i.dedup_key, i.subject, coalesce(i.periodic, false),
+           i.trace_context::jsonb, i.limit_key,
+           CASE WHEN i.id IN (SELECT id FROM doomed) THEN 'dead' ELSE 'pending' END,
+           CASE WHEN i.id IN (SELECT id FROM doomed) THEN {now} END,
+           CASE WHEN i.id IN (SELECT id FROM doomed) THEN 0 ELSE coalesce(u.n, 0) END,
+           i.id IN (SELECT after_id FROM edges)
+    FROM input AS i LEFT JOIN unfinished AS u ON u.job_id = i.id
+    RETURNING id, kind, status, visible_at, run_count
+), links AS (
+    INSERT INTO {prefix}dependencies (after_id, job_id, run_on_failure)
+    SELECT DISTINCT e.after_id, e.job_id, coalesce(i.run_on_failure, false)
+    FROM edges AS e JOIN input AS i ON i.id = e.job_id
+), failed AS (
+    INSERT INTO {prefix}journal (job_id, kind, run_no, recorded_at, outcome, note)
+    SELECT id, kind, run_count, {now}, 'dead', 'dependency-failed' FROM ins WHERE status = 'dead'
+    RETURNING job_id
+), pending AS (
+    SELECT kind, visible_at FROM ins
+    WHERE status = 'pending' AND visible_at < '9999-12-31 00:00:00+00'::timestamptz
+),
+-- include: wake_pending
+SELECT (SELECT n FROM wake), (SELECT count(*) FROM failed)
+
+-- name: insert_workflow
+-- A workflow's record, in the transaction that inserts its steps (insert_waiting).
+INSERT INTO {prefix}workflows (id, name, created_at, steps) VALUES ($2, $3, {now}, $4::jsonb)

@@ -175,7 +175,7 @@ LIMIT $1
 j.id, j.kind, j.payload::text, j.priority, j.status, j.created_at, j.visible_at,
 j.claim_expires_at, j.claimed_by, j.finished_at, j.run_count, j.failure_count,
 j.max_failures, j.carry::text, j.dedup_key, j.subject, j.periodic, j.trace_context::text,
-j.limit_key
+j.limit_key, j.result::text, j.waiting
 
 -- fragment: in_subtree
 -- The subject $1's literal subtree: the subject itself or anything below
@@ -183,3 +183,23 @@ j.limit_key
 -- ordinary characters).
 (subject COLLATE "C" = $1
  OR (subject COLLATE "C" >= $1 || '/' AND subject COLLATE "C" < $1 || '0'))
+
+-- name: results
+-- The results of the jobs $1 that completed (ctx.results: docs/concepts/workflows.md).
+SELECT id, result::text FROM {prefix}jobs WHERE id = ANY($1::uuid[]) AND status = 'completed'
+
+-- name: dependencies
+-- The jobs job $1 was enqueued after, in the order of their ids.
+SELECT after_id FROM {prefix}dependencies WHERE job_id = $1 ORDER BY after_id
+
+-- name: workflow
+SELECT id, name, created_at, steps::text FROM {prefix}workflows WHERE id = $1
+
+-- name: jobs_by_id
+SELECT
+-- include: job_columns
+FROM {prefix}jobs AS j WHERE id = ANY($1::uuid[])
+
+-- name: edges_of
+-- What each of the jobs $1 waits for.
+SELECT job_id, after_id FROM {prefix}dependencies WHERE job_id = ANY($1::uuid[])

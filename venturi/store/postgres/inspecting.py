@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
@@ -17,6 +18,7 @@ from ..base import (
     KeysetFilter,
     Snapshot,
     Status,
+    WorkflowRecord,
 )
 from . import rows
 from .operations import Operations
@@ -28,6 +30,28 @@ class Inspecting(Operations):
     async def job(self, id: UUID, *, conn: Any = None) -> JobRecord | None:
         row = await self._row("job", id, on=self._on(conn))
         return None if row is None else rows.job(row)
+
+    async def results(self, ids: Sequence[UUID]) -> dict[UUID, Any]:
+        found = await self._fetch("results", list(ids))
+        return {r[0]: None if r[1] is None else rows.json_value(r[1]) for r in found}
+
+    async def workflow(self, id: UUID, *, conn: Any = None) -> WorkflowRecord | None:
+        async with self.driver.session(self._on(conn)) as ex:
+            row = await self._row("workflow", id, on=ex)
+            if row is None:
+                return None
+            steps = [(name, UUID(step)) for name, step in rows.json_value(row[3])]
+            ids = [step for _, step in steps]
+            found = await self._fetch("jobs_by_id", ids, on=ex)
+            edges = await self._fetch("edges_of", ids, on=ex)
+        after: dict[UUID, list[UUID]] = {}
+        for job_id, after_id in edges:
+            after.setdefault(job_id, []).append(after_id)
+        return WorkflowRecord(row[0], row[1], row[2], steps,
+                              {r[0]: rows.job(r) for r in found}, after)
+
+    async def dependencies(self, id: UUID) -> list[UUID]:
+        return [r[0] for r in await self._fetch("dependencies", id)]
 
     async def journal(self, id: UUID, *, conn: Any = None) -> list[JournalRecord]:
         found = await self._fetch("journal", id, on=self._on(conn))

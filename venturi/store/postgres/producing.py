@@ -21,6 +21,7 @@ from ..base import (
     MergeUpdate,
     NewJob,
     NewJobBatch,
+    WorkflowRecord,
     check_new_job_batch,
     check_new_jobs,
 )
@@ -57,6 +58,9 @@ class Producing(Operations):
             return []
         check_new_jobs(jobs)
         on = self._on(conn)
+        if any(j.after for j in jobs):
+            await self._insert_waiting(jobs, on)
+            return [Enqueued(j.id, False) for j in jobs]
         if all(j.dedup_key is None for j in jobs):
             await self._insert(jobs, on)
             return [Enqueued(j.id, False) for j in jobs]
@@ -93,6 +97,29 @@ class Producing(Operations):
             _unless_all(False, [j.periodic for j in jobs]),
             _unless_all(None, [j.trace_context for j in jobs]),
             _unless_all(None, [j.limit_key for j in jobs]),
+            on=on, keep=True,
+        )
+
+    async def enqueue_workflow(self, workflow: WorkflowRecord, jobs: Sequence[NewJob], *,
+                               conn: Any = None) -> None:
+        check_new_jobs(jobs)
+        async with self.driver.session(self._on(conn)) as ex, ex.atomic("venturi_workflow"):
+            await self._insert_waiting(jobs, ex)
+            await self._execute("insert_workflow", workflow.id, workflow.name, rows.encode(
+                [(name, str(id)) for name, id in workflow.steps]), on=ex)
+
+    async def _insert_waiting(self, jobs: Sequence[NewJob], on: Executor | None) -> None:
+        """A batch of which some jobs wait for others (docs/concepts/workflows.md): one
+        statement, however the dependencies are spread in and out of the batch."""
+        await self._execute(
+            "insert_waiting",
+            [j.id for j in jobs], [j.kind for j in jobs], [j.payload for j in jobs],
+            [j.priority for j in jobs], [j.delay for j in jobs], [j.at for j in jobs],
+            [j.max_failures for j in jobs], [j.carry for j in jobs],
+            [j.dedup_key for j in jobs], [j.subject for j in jobs], [j.periodic for j in jobs],
+            [j.trace_context for j in jobs],
+            rows.encode([(str(j.id), str(a)) for j in jobs for a in j.after]),
+            [j.run_on_failure for j in jobs], [j.limit_key for j in jobs],
             on=on, keep=True,
         )
 

@@ -29,6 +29,7 @@ from ..base import IdentityLock, Listener
 from .driver import Executor, Row
 from .psycopg_errors import translate, translated
 from .psycopg_executors import PsycopgExecutor, cursor
+from .psycopg_listen import BlockingListener
 
 WORKER_ONLY = ("needs an asyncio store: run workers on venturi.Queue.connect, "
                "SyncQueue serves producers")
@@ -135,6 +136,13 @@ class PsycopgDriver:
 
     def listener(self, channels: Mapping[str, str]) -> Listener:
         raise ConfigError(f"listening for notifications {WORKER_ONLY}")
+
+    def blocking_listener(self, listen: Query) -> BlockingListener:
+        """A blocking LISTEN (the statement ``listen``), on a connection of its own
+        (SyncQueue.result)."""
+        conninfo = self.pool.conninfo
+        dsn = self.dsn or (conninfo if isinstance(conninfo, str) else conninfo())
+        return BlockingListener(dsn, self.prefix, listen)
 
     def identity_lock(self, query: Query, args: Sequence[Any], *,
                       reclaim: Query | None = None) -> IdentityLock:

@@ -65,6 +65,11 @@ r AS (
     FROM r
 ), pending AS (
     SELECT kind, visible_at FROM r WHERE status = 'pending'
+), finished AS (
+    SELECT id FROM r WHERE status = 'dead'
 ),
+-- include: notify_finished
+,
 -- include: wake_pending
-SELECT id, kind, run_count, status, claimed_by, (SELECT n FROM wake) AS woke FROM r
+SELECT id, kind, run_count, status, claimed_by, (SELECT n FROM wake) AS woke,
+       (SELECT n FROM finished_sent) AS announced FROM r

@@ -51,14 +51,14 @@ def json_value(text: str) -> Any:
 
 def job(r: Row) -> JobRecord:
     """A row of the job columns every statement that returns jobs selects, in order."""
-    carry, trace = r[13], r[17]
+    carry, trace, result = r[13], r[17], r[19]
     return JobRecord(
         id=r[0], kind=r[1], payload=json_value(r[2]), priority=r[3], status=STATUS[r[4]],
         created_at=r[5], visible_at=r[6], claim_expires_at=r[7], claimed_by=r[8],
         finished_at=r[9], run_count=r[10], failure_count=r[11], max_failures=r[12],
         carry=None if carry is None else json_value(carry), dedup_key=r[14],
         subject=r[15], periodic=r[16], trace_context=None if trace is None else json_value(trace),
-        limit_key=r[18],
+        limit_key=r[18], result=None if result is None else json_value(result), waiting=r[20],
     )
 
 

@@ -8,7 +8,8 @@
 -- occurrence inserts its successor (docs/concepts/periodic.md). Each row reads its
 -- input from $4 under its id: [run_no, action, note, attachment, delay in
 -- microseconds, set_carry, carry, successor id, successor time, successor trace
--- context]. The CASEs are
+-- context, result]. A completion stores its result; every row that finishes
+-- (completed, dead) is announced to result() waiters (notify_finished). The CASEs are
 -- lifecycle.settle: complete -> completed; kill -> dead; fail -> dead when
 -- failure_count + 1 reaches max_failures (budget_spent), else pending (retried);
 -- pause, release -> pending. fail and kill count a failure; fail, pause and
@@ -35,7 +36,9 @@ WITH upd AS (
         claimed_by = NULL,
         claim_expires_at = NULL,
         carry = CASE WHEN ($4::jsonb -> (j.id::text) ->> 5)::bool
-                     THEN ($4::jsonb -> (j.id::text) ->> 6)::jsonb ELSE j.carry END
+                     THEN ($4::jsonb -> (j.id::text) ->> 6)::jsonb ELSE j.carry END,
+        result = CASE WHEN $4::jsonb -> (j.id::text) ->> 1 = 'complete'
+                      THEN ($4::jsonb -> (j.id::text) ->> 10)::jsonb ELSE j.result END
     WHERE
 -- include: still_held
     RETURNING j.id, j.kind, j.status, j.payload, j.priority, j.max_failures, j.periodic,
@@ -66,7 +69,11 @@ WITH upd AS (
     -- Work that is runnable again (released, retried, paused) may suit another worker;
     -- work due later says when.
     SELECT kind, visible_at FROM upd WHERE status = 'pending'
+), finished AS (
+    SELECT id FROM upd WHERE status IN ('completed', 'dead')
 ),
+-- include: notify_finished
+,
 -- include: wake_pending
 -- The row's new status follows from its entry's outcome: reading it there, instead of
 -- joining the entries back to upd (a nested loop, quadratic in the batch), keeps a
@@ -75,21 +82,41 @@ SELECT e.job_id AS id,
        CASE e.outcome WHEN 'completed' THEN 'completed' WHEN 'dead' THEN 'dead'
                       ELSE 'pending' END AS status,
        e.outcome, (SELECT n FROM wake) AS woke,
-       (SELECT count(*) FROM successor) AS successors, e.run_no
+       (SELECT count(*) FROM successor) AS successors, e.run_no,
+       (SELECT n FROM finished_sent) AS announced
 FROM entries AS e
 
 -- name: settle_completions
 -- settle_many's common case, a batch of plain completions (no carry, no periodic
--- successor): the same guard and journal entry (lifecycle's complete), without the
--- successor insert and the wake-ups a completion never needs. $4 holds [run_no,
--- note, attachment] under each id.
+-- successor): the same guard, journal entry (lifecycle's complete), stored result and
+-- announcement to result() waiters, without the successor insert and the wake-ups a
+-- completion never needs. $4 holds [run_no, note, attachment, result] under each id.
 WITH upd AS (
     UPDATE {prefix}jobs AS j SET
-        status = 'completed', finished_at = {now}, claimed_by = NULL, claim_expires_at = NULL
+        status = 'completed', finished_at = {now}, claimed_by = NULL, claim_expires_at = NULL,
+        result = ($4::jsonb -> (j.id::text) ->> 3)::jsonb
     WHERE
 -- include: still_held
     RETURNING j.id, j.kind, j.run_count, $4::jsonb -> (j.id::text) AS e
+), entries AS (
+    INSERT INTO {prefix}journal (job_id, kind, run_no, recorded_at, outcome, note, attachment)
+    SELECT id, kind, run_count, {now}, 'completed', e ->> 1, (e ->> 2)::jsonb FROM upd
+    RETURNING job_id, run_no
+), finished AS (
+    SELECT id FROM upd
+),
+-- include: notify_finished
+SELECT job_id, run_no, (SELECT n FROM finished_sent) AS announced FROM entries
+
+-- fragment: notify_finished
+-- A CTE "finished_sent" (n) telling result() waiters that the jobs of a CTE "finished"
+-- (id) have finished: their ids on the results channel, comma-separated, at most 100
+-- per message (venturi/notices.py, FINISHED_CHUNK: well under NOTIFY's 8000 bytes).
+-- Sent at commit, so a waiter woken by it reads the finished row. The statement's
+-- final SELECT must read n, or the CTE would not run; no comma after it.
+finished_sent AS (
+    SELECT count(pg_notify('{prefix}results', c.ids)) AS n
+    FROM (SELECT string_agg(f.id::text, ',') AS ids
+          FROM (SELECT id, (row_number() OVER () - 1) / 100 AS chunk FROM finished) AS f
+          GROUP BY f.chunk) AS c
 )
-INSERT INTO {prefix}journal (job_id, kind, run_no, recorded_at, outcome, note, attachment)
-SELECT id, kind, run_count, {now}, 'completed', e ->> 1, (e ->> 2)::jsonb FROM upd
-RETURNING job_id, run_no

@@ -19,7 +19,7 @@ from .. import _sql
 from ..base import Clock, DatabaseClock, IdentityLock, Listener, Store
 from .administering import Administering
 from .asyncpg_driver import AsyncpgDriver
-from .driver import Driver, channels
+from .driver import Driver, channels, results_channel
 from .flowing import Flowing
 from .inspecting import Inspecting
 from .producing import Producing
@@ -129,6 +129,9 @@ class PostgresStore(Producing, Working, Flowing, Inspecting, Administering, Stor
 
     def listen(self) -> Listener:
         return self.driver.listener(channels(self.prefix))
+
+    def listen_finished(self) -> Listener:
+        return self.driver.listener(results_channel(self.prefix))
 
     def identity_lock(self, name: str) -> IdentityLock:
         q, args = self._bind("identity_lock", (self.prefix, name))

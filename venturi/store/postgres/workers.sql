@@ -33,3 +33,8 @@ SELECT count(pg_terminate_backend(l.pid)) FROM pg_locks AS l
 WHERE l.locktype = 'advisory' AND l.granted AND l.pid = $1
   AND ((l.classid::bigint << 32) | l.objid::bigint)
       = hashtextextended('venturi:worker:' || $2::text || ':' || $3::text, 0)
+
+-- name: listen_results
+-- SyncQueue.result's LISTEN (LISTEN takes no bind parameter: the channel is the
+-- validated prefix's, spliced like a table name).
+LISTEN {prefix}results

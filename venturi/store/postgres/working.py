@@ -23,6 +23,7 @@ from ..base import (
     Status,
 )
 from ..lifecycle import Recovery
+from ..memory_dependencies import WAITING
 from . import rows
 from .operations import Operations
 
@@ -59,7 +60,7 @@ class Working(Operations):
                for x in s):
             for keyed in rows.by_id(s):
                 done = await self._fetch("settle_completions", claimed_by, list(keyed), rows.encode(
-                    {str(k): (x.run_no, x.note, x.attachment) for k, x in keyed.items()}))
+                    {str(k): (x.run_no, x.note, x.attachment, x.result) for k, x in keyed.items()}))
                 applied.update(((r[0], r[1]), _COMPLETED) for r in done)
         else:
             for keyed in rows.by_id(s):
@@ -68,7 +69,7 @@ class Working(Operations):
                              x.set_carry, x.carry,
                              str(x.successor[0]) if x.successor else None,
                              x.successor[1].isoformat() if x.successor else None,
-                             x.successor_trace)
+                             x.successor_trace, x.result)
                     for k, x in keyed.items()}))
                 applied.update(((r[0], r[5]), (rows.STATUS[r[1]], rows.OUTCOME[r[2]]))
                                for r in found)
@@ -110,4 +111,6 @@ class Working(Operations):
 
     async def next_visible_at(self, kinds: Sequence[str]) -> dt.datetime | None:
         result: dt.datetime | None = await self._val("next_visible_at", list(kinds))
-        return result
+        # A job waiting for its dependencies is due at WAITING: when they finish, the
+        # statement that finishes them wakes the workers.
+        return None if result is None or result >= WAITING else result

@@ -10,21 +10,24 @@ from ..fixtures import clock, queue, store
 from . import (
     claim,
     counting,
+    dependencies,
     enqueue,
     flow,
     inspection,
     journal,
     recovery,
     regressions,
+    results,
     settle,
     trace_context,
     transitions,
     views,
+    workflows,
 )
 
 MODULES: tuple[ModuleType, ...] = (
-    claim, counting, enqueue, flow, inspection, journal, recovery, regressions, settle,
-    trace_context, transitions, views)
+    claim, counting, dependencies, enqueue, flow, inspection, journal, recovery, regressions,
+    results, settle, trace_context, transitions, views, workflows)
 
 # Async tests run under pytest-asyncio, in its strict mode too.
 pytestmark = pytest.mark.asyncio

@@ -1,0 +1,237 @@
+"""From a task to the store's new-job row: the checks every enqueue makes, the payload,
+the columns of a plain batch, and a dedup merge's decision. ``Queue`` holds one
+``JobBuilder``; the rules it checks are the ones docs/concepts/dedup.md and
+docs/concepts/workflows.md describe."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+from uuid import UUID
+
+from . import _codec
+from ._ids import uuid7, uuid7_many
+from .errors import InvalidJob, InvalidJobId, PayloadDecodeError, UnknownKind
+from .store.base import JobRecord, MergeUpdate, NewJob, NewJobBatch
+from .task import Keep, Priority, Replace, Task, With, lookup
+
+MAX_DELAY = dt.timedelta(days=3650)
+NO_DELAY = dt.timedelta(0)
+AFTER_FAILURE = ("fail", "run")
+
+
+@dataclass(frozen=True, slots=True)
+class Dependent:
+    """An ``enqueue_many`` item that waits for other jobs: ``task`` runs once every job
+    of ``after`` has completed. A dependency that dies or is cancelled fails it (note
+    ``dependency-failed``) unless ``after_failure="run"`` (docs/concepts/workflows.md)."""
+
+    task: Task | tuple[str, Mapping[str, Any]]
+    after: Sequence[UUID | str]
+    after_failure: str = "fail"
+
+
+JobLike = Task | tuple[str, Mapping[str, Any]] | Dependent
+
+
+class JobBuilder:
+    """Turns what a caller enqueues into ``NewJob`` rows (or one ``NewJobBatch``),
+    refusing a bad item with ``InvalidJob`` before anything is written."""
+
+    def __init__(self, max_payload_bytes: int, now: Callable[[], dt.datetime]) -> None:
+        self.max_payload_bytes = max_payload_bytes
+        self.now = now
+
+    def new_job(
+        self,
+        item: JobLike,
+        *,
+        index: int | None = None,
+        id: UUID | None = None,
+        delay: dt.timedelta | None = None,
+        at: dt.datetime | None = None,
+        priority: Priority | int | str | None = None,
+        trace_context: str | None = None,
+        after: Sequence[UUID | str] | None = None,
+        after_failure: str = "fail",
+    ) -> tuple[NewJob, Task]:
+        # Runs once per job of an enqueue_many: the common case (a Task, no
+        # delay, at or priority override) takes the fewest steps.
+        if isinstance(item, Dependent):
+            if after is not None:
+                raise InvalidJob("give after= once: on the Dependent or the call")
+            after, after_failure, item = item.after, item.after_failure, item.task
+        try:
+            parents = after_ids(after, after_failure)
+            task = item if isinstance(item, Task) else self.as_task(item)
+            options = type(task).__task__
+            payload = _codec.dumps(task)
+            _codec.check_size(payload, self.max_payload_bytes)
+            if delay is not None or at is not None:
+                if delay is not None and at is not None:
+                    raise InvalidJob("give delay= or at=, not both")
+                if delay is not None and not isinstance(delay, dt.timedelta):
+                    raise InvalidJob(f"delay= must be a timedelta, not {type(delay).__name__}")
+                if delay is not None and not (dt.timedelta(0) <= delay <= MAX_DELAY):
+                    raise InvalidJob(f"delay {delay} is outside 0..{MAX_DELAY.days} days")
+                if at is not None and (not isinstance(at, dt.datetime) or at.tzinfo is None):
+                    raise InvalidJob("at= must be a timezone-aware datetime")
+                if at is not None and at - self.now() > MAX_DELAY:
+                    raise InvalidJob(
+                        f"at= {at.isoformat()} is more than {MAX_DELAY.days} days away")
+            if priority is None:
+                prio = options.priority
+            else:
+                try:
+                    prio = Priority.parse(priority)
+                except ValueError as exc:
+                    raise InvalidJob(str(exc)) from None
+            subject = task.subject()
+            dedup_key = task.dedup_key()
+            limit_key = task.limit_key()
+            if subject is not None or dedup_key is not None or limit_key is not None:
+                for name, value in (("subject", subject), ("dedup_key", dedup_key),
+                                    ("limit_key", limit_key)):
+                    if value is not None and (not isinstance(value, str) or "\x00" in value):
+                        raise InvalidJob(f"{name}() must return a string without NUL characters")
+                    if value is not None and not encodable(value):
+                        raise InvalidJob(f"{name}() returned a string with a lone surrogate")
+        except (InvalidJob, InvalidJobId) as exc:
+            reason = exc.reason if isinstance(exc, InvalidJob) else str(exc)
+            if index is None:
+                raise
+            raise InvalidJob(reason, index=index) from None
+        job = NewJob(
+            id=id or uuid7(), kind=options.kind, payload=payload, priority=int(prio),
+            max_failures=options.max_failures, delay=delay or NO_DELAY, at=at,
+            dedup_key=dedup_key, subject=subject, periodic=options.periodic,
+            trace_context=trace_context, limit_key=limit_key, after=parents,
+            run_on_failure=after_failure == "run",
+        )
+        return job, task
+
+    def plain_batch(self, tasks: Sequence[JobLike],
+                     trace_context: str | None = None) -> NewJobBatch | None:
+        """The batch's columns when every item is a Task whose class has no dedup
+        key: ``_new_job``'s work without a record per job, with the class's
+        options read once per class. None: take the general path (``(kind,
+        payload)`` items, dedup keys), which also names the index of a bad item."""
+        n = len(tasks)
+        kinds: list[str] = []
+        payloads: list[str] = []
+        priorities: list[int] = []
+        max_failures: list[int] = []
+        subjects: list[str | None] | None = None
+        periodic: list[bool] | None = None
+        shapes: dict[type, tuple[str, int, int, bool, bool]] = {}
+        dumps, limit = _codec.dumps, self.max_payload_bytes
+        for index, item in enumerate(tasks):
+            shape = shapes.get(type(item))
+            if shape is None:
+                if not isinstance(item, Task):
+                    return None
+                cls = type(item)
+                if cls.dedup_key is not Task.dedup_key or cls.limit_key is not Task.limit_key:
+                    return None
+                options = cls.__task__
+                shape = shapes[cls] = (options.kind, int(options.priority),
+                                       options.max_failures, options.periodic,
+                                       cls.subject is not Task.subject)
+            kind, priority, failures, is_periodic, has_subject = shape
+            try:
+                payload = dumps(item)
+                # check_size, inlined: only text that might be over is encoded.
+                if len(payload) * 4 > limit:
+                    _codec.check_size(payload, limit)
+            except InvalidJob as exc:
+                raise InvalidJob(exc.reason, index=index) from None
+            if has_subject:
+                subject = cast(Task, item).subject()
+                if not (isinstance(subject, str) and "\x00" not in subject
+                        and encodable(subject)) and subject is not None:
+                    self.new_job(item, index=index)  # raises naming the index
+                    return None
+                if subjects is None:
+                    subjects = [None] * index
+                subjects.append(subject)
+            elif subjects is not None:
+                subjects.append(None)
+            if is_periodic and periodic is None:
+                periodic = [False] * index
+            if periodic is not None:
+                periodic.append(is_periodic)
+            kinds.append(kind)
+            payloads.append(payload)
+            priorities.append(priority)
+            max_failures.append(failures)
+        return NewJobBatch(uuid7_many(n), kinds, payloads, priorities, max_failures,
+                           subjects, periodic, trace_context)
+
+    @staticmethod
+    def as_task(item: JobLike) -> Task:
+        if isinstance(item, Task):
+            return item
+        if isinstance(item, tuple) and len(item) == 2:
+            kind, payload = item
+            try:
+                return lookup(kind).from_payload(payload)
+            except UnknownKind as exc:
+                raise InvalidJob(str(exc)) from None
+            except PayloadDecodeError as exc:
+                raise InvalidJob(f"payload does not fit task {kind!r}: {exc}") from None
+        raise InvalidJob(f"expected a Task instance, got {type(item).__name__}")
+
+    def merge_fn(self, tasks: dict[UUID, Task]) -> Any:
+        def merge(new: NewJob, pending: JobRecord) -> MergeUpdate | None:
+            task = tasks[new.id]
+            try:
+                current = type(task).from_payload(pending.payload)
+            except PayloadDecodeError:
+                return None  # the pending job no longer decodes: enqueue ours beside it
+            decision = task.merge(current, pending.carry)
+            if isinstance(decision, Keep):
+                return MergeUpdate()
+            if isinstance(decision, Replace):
+                return MergeUpdate(payload=new.payload, priority=new.priority,
+                                   set_carry=True, carry=None)
+            if isinstance(decision, With):
+                if type(decision.payload) is not type(task):
+                    raise InvalidJob("With(payload=...) must be a task of the same kind")
+                payload = _codec.dumps(decision.payload)
+                _codec.check_size(payload, self.max_payload_bytes)
+                carry = None if decision.carry is None else _codec.dumps(decision.carry)
+                return MergeUpdate(payload=payload, priority=new.priority,
+                                   set_carry=True, carry=carry)
+            raise InvalidJob(f"merge() returned {decision!r}, not Keep/Replace/With")
+        return merge
+
+
+def after_ids(after: Sequence[UUID | str] | None, after_failure: str) -> tuple[UUID, ...]:
+    """``after=`` as ids, each once, in the order given."""
+    if after_failure not in AFTER_FAILURE:
+        raise InvalidJob(f"after_failure must be one of {', '.join(AFTER_FAILURE)}, "
+                         f"not {after_failure!r}")
+    if after is None:
+        return ()
+    if isinstance(after, str | UUID):
+        raise InvalidJob("after= takes a list of job ids")
+    return tuple(dict.fromkeys(parse_uuid(a, what="after= job id") for a in after))
+
+
+def encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def parse_uuid(value: UUID | str, what: str = "job id") -> UUID:
+    if isinstance(value, UUID):
+        return value
+    try:
+        return UUID(str(value))
+    except ValueError:
+        raise InvalidJobId(f"{what} {value!r} is not a UUID") from None

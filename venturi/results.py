@@ -1,0 +1,148 @@
+"""Awaiting a job's result: what ``Queue.result`` waits on, and what it returns.
+
+docs/concepts/results.md. Every statement that finishes jobs (a settle that completes
+or kills, a recovery that kills, a cancel) sends their ids on the queue's results
+channel in its own transaction, so the notification arrives after the row is
+committed. A waiter never polls: it reads its job once LISTEN is active, and again
+only when a notification names it or when the LISTEN connection came back after
+being lost (notifications sent meanwhile are gone, so every waiter re-reads).
+Reading after LISTEN is active is what makes a job that finished before the call,
+or between the call and the notification, come out right.
+
+One :class:`Waiters` per Queue shares one LISTEN session among all of its pending
+``result()`` calls; the session is opened by the first and closed by the last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+from uuid import UUID
+
+from .errors import DatabaseUnavailable, JobCancelled, JobFailed
+from .logs import get_logger
+from .notices import parse_finished
+from .store.base import JobRecord, JournalRecord, Outcome, Status, Store
+
+log = get_logger("venturi.results")
+
+_RETRY_FIRST = 0.05
+_RETRY_MAX = 5.0
+
+
+def outcome(id: UUID, job: JobRecord | None, journal: list[JournalRecord]) -> Any:
+    """A finished job's result, or the exception that says why there is none: the
+    decision ``Queue.result`` and ``SyncQueue.result`` share. ``journal`` is read
+    only for a dead job (its last ``dead`` entry's note is the reason)."""
+    if job is None:
+        raise JobCancelled(id)
+    if job.status is Status.COMPLETED:
+        return job.result
+    if job.status is Status.DEAD:
+        reason = next((e.note for e in reversed(journal) if e.outcome is Outcome.DEAD), None)
+        raise JobFailed(id, reason)
+    raise AssertionError(f"job {id} is not finished ({job.status})")
+
+
+def finished(job: JobRecord | None) -> bool:
+    """Whether a waiter is done with this row: the job is gone or terminal."""
+    return job is None or job.status.terminal
+
+
+class Waiters:
+    """The pending ``result()`` calls of one store, and the LISTEN session they share.
+
+    ``relistened`` counts the sessions opened after a lost one (a test signal)."""
+
+    def __init__(self, store: Store, *,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        self._store = store
+        self._sleep = sleep
+        self._events: dict[UUID, set[asyncio.Event]] = {}
+        self._live = asyncio.Event()  # set while LISTEN is active
+        self._task: asyncio.Task[None] | None = None
+        self._error: BaseException | None = None
+        self.relistened = 0
+
+    async def wait(self, id: UUID) -> JobRecord | None:
+        """The job's row once it is finished (None: it no longer exists). The caller
+        bounds the wait (``asyncio.timeout``)."""
+        event = asyncio.Event()
+        self._events.setdefault(id, set()).add(event)
+        try:
+            self._start()
+            while True:
+                await self._live.wait()
+                if self._error is not None:
+                    raise self._error
+                # Cleared before the read: a notification or a re-listen from here on
+                # sets it again, and the loop reads once more.
+                event.clear()
+                job = await self._store.job(id)
+                if finished(job):
+                    return job
+                await event.wait()
+        finally:
+            waiting = self._events.get(id)
+            if waiting is not None:
+                waiting.discard(event)
+                if not waiting:
+                    del self._events[id]
+            if not self._events:
+                await self.close()
+
+    def _start(self) -> None:
+        if self._task is None or self._task.done():
+            self._error = None
+            self._task = asyncio.get_running_loop().create_task(
+                self._listen(), name="venturi-results-listener")
+
+    async def close(self) -> None:
+        """Stop listening (the next ``wait`` starts again)."""
+        task, self._task = self._task, None
+        self._live.clear()
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _wake_all(self) -> None:
+        for events in self._events.values():
+            for event in events:
+                event.set()
+
+    async def _listen(self) -> None:
+        delay = _RETRY_FIRST
+        sessions = 0
+        while True:
+            try:
+                async with self._store.listen_finished() as listener:
+                    if sessions:
+                        self.relistened += 1
+                        log.info("results_relistened")
+                    sessions += 1
+                    delay = _RETRY_FIRST
+                    self._live.set()
+                    # Whatever finished while nobody listened was announced to no one.
+                    self._wake_all()
+                    while True:
+                        label, payload = await listener.receive()
+                        if label != "finished":
+                            continue
+                        for id in parse_finished(payload):
+                            for event in self._events.get(id, ()):
+                                event.set()
+            except DatabaseUnavailable:
+                self._live.clear()
+                log.warning("results_listen_lost", retry_in=delay)
+                await self._sleep(delay)
+                delay = min(delay * 2, _RETRY_MAX)
+            except Exception as exc:
+                # Not transient (no LISTEN through a pooler, the tables missing): every
+                # waiter raises it rather than wait for a session that will not come.
+                self._error = exc
+                self._live.set()
+                self._wake_all()
+                return
