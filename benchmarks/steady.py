@@ -3,7 +3,7 @@ with retention, on a private PostgreSQL cluster built with stated settings, watc
 whether the tables stay bounded and the pickup lag flat.
 
     python -m benchmarks.steady --autovacuum on  --minutes 10           # full size
-    python -m benchmarks.steady --autovacuum off --minutes 10 --maintenance
+    python -m benchmarks.steady --autovacuum off --minutes 10 --maintenance off   # no vacuum
     python -m benchmarks.steady --minutes 0.5 --rate 300 --out /tmp/steady.md   # quick
 
 The producer (in this process) sends ``--rate`` jobs per second in small
@@ -16,8 +16,9 @@ waits (at most ``--drain-timeout``) for the backlog to empty, then says what is
 left behind. The results (per quarter of the run) go to ``--out``
 (default benchmarks/results-steady.md), with the command and the cluster settings.
 
-``--maintenance`` runs venturi.maintenance's guarded VACUUM in two loops of the
-driver (one per worker process, as the worker would), ``--reset-storage`` removes
+``--maintenance on|off`` is the workers' own vacuum (``venturi worker
+--maintenance``, on by default; what it did is read from their logs),
+``--reset-storage`` removes
 the storage parameters of sql/0002_storage.sql after migrating (the "before"),
 ``--explain`` samples the plan of one tier's claim scan, ``--statements`` the
 store's statements' cost per call (pg_stat_statements), ``--hold-snapshot A:B``
@@ -33,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import secrets
 import shlex
 import shutil
@@ -126,21 +128,22 @@ async def _analyze_at(dsn: str, prefix: str, at: float) -> None:
         await conn.close()
 
 
-async def _maintenance_loop(dsn: str, prefix: str, out: list[dict[str, Any]],
-                            stop: asyncio.Event, owner: str) -> None:
-    from venturi import maintenance
-
-    policy = maintenance.VacuumPolicy()
-    state = maintenance.MaintenanceState()
-    conn = await asyncpg.connect(dsn)
-    try:
-        while not stop.is_set():
-            for run in await maintenance.vacuum_if_needed(conn, prefix, policy, state=state):
-                out.append({"by": owner, **run.as_dict()})
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), policy.interval.total_seconds())
-    finally:
-        await conn.close()
+def _maintenance_log(procs: list[WorkerProc]) -> list[dict[str, Any]]:
+    """What the workers' vacuum service did (venturi/worker/vacuum.py), from their logs."""
+    runs = []
+    for p in procs:
+        for line in p.output().splitlines():
+            if '"table_vacuumed"' not in line and '"vacuum_' not in line:
+                continue
+            with contextlib.suppress(ValueError):
+                e = json.loads(line)
+                if e.get("event") in ("table_vacuumed", "vacuum_held_back"):
+                    runs.append({"by": p.name, "table": e["table"], "skipped": None,
+                                 "seconds": e.get("seconds", 0.0)})
+                elif e.get("event") == "vacuum_skipped":
+                    runs.append({"by": p.name, "table": e["table"], "skipped": e["skipped"],
+                                 "seconds": 0.0})
+    return runs
 
 
 async def _reset_storage(conn: asyncpg.Connection, prefix: str) -> None:
@@ -167,7 +170,7 @@ def _read_lags(directory: Path, t0_wall: float) -> list[tuple[float, float]]:
 
 async def steady(dsn: str, *, rate: float, seconds: float, workers: int = 2,
                  concurrency: int = 10, retention: str = "completed=20s",
-                 interval: float = 2.0, drain_timeout: float = 60.0, maintenance: bool = False,
+                 interval: float = 2.0, drain_timeout: float = 60.0, maintenance: bool = True,
                  reset_storage: bool = False, explain: bool = False, statements: bool = False,
                  hold_snapshot: tuple[float, float] | None = None,
                  burst: tuple[float, int] | None = None, analyze_at: float | None = None,
@@ -201,16 +204,15 @@ async def steady(dsn: str, *, rate: float, seconds: float, workers: int = 2,
                 "analyze_at": analyze_at,
                 "table options": {k.removeprefix(prefix): v for k, v in options.items()}})
             procs = [WorkerProc(dsn, prefix, logdir, name=f"steady-{i}", concurrency=concurrency,
-                                app="benchmarks.steady_tasks", extra=["--retention", retention],
+                                app="benchmarks.steady_tasks",
+                                extra=["--retention", retention,
+                                       "--maintenance", "on" if maintenance else "off"],
                                 env={LAGS_DIR: str(lagdir)}) for i in range(workers)]
             while await conn.fetchval(f"SELECT count(*) FROM {prefix}workers") < workers:
                 dead = [p for p in procs if not p.alive()]
                 if dead:
                     raise RuntimeError(f"worker exited: {dead[0].errors()[-2000:]}")
                 await asyncio.sleep(0.2)
-            if maintenance:
-                background += [asyncio.create_task(_maintenance_loop(
-                    dsn, prefix, result.maintenance, stop, f"steady-{i}")) for i in range(workers)]
             if analyze_at is not None:
                 background.append(asyncio.create_task(_analyze_at(dsn, prefix, analyze_at)))
             if hold_snapshot:
@@ -248,6 +250,7 @@ async def steady(dsn: str, *, rate: float, seconds: float, workers: int = 2,
             p.terminate()
         result.exit_codes = [await asyncio.to_thread(p.wait, 60) for p in procs]
         result.lags = _read_lags(lagdir, t0_wall)
+        result.maintenance = _maintenance_log(procs)
         return result
     finally:
         stop.set()
@@ -278,7 +281,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--retention", default="completed=20s")
     p.add_argument("--interval", type=float, default=2.0)
     p.add_argument("--drain-timeout", type=float, default=60.0)
-    p.add_argument("--maintenance", action="store_true")
+    p.add_argument("--maintenance", choices=("on", "off"), default="on",
+                   help="the workers' own vacuum (venturi worker --maintenance; default on,"
+                        " as the worker's)")
     p.add_argument("--reset-storage", action="store_true")
     p.add_argument("--explain", action="store_true")
     p.add_argument("--statements", action="store_true",
@@ -297,7 +302,7 @@ def main(argv: list[str]) -> int:
         return asyncio.run(steady(
             dsn, rate=args.rate, seconds=args.minutes * 60, workers=args.workers,
             concurrency=args.concurrency, retention=args.retention, interval=args.interval,
-            drain_timeout=args.drain_timeout, maintenance=args.maintenance,
+            drain_timeout=args.drain_timeout, maintenance=args.maintenance == "on",
             reset_storage=args.reset_storage, explain=args.explain, statements=args.statements,
             hold_snapshot=hold,  # type: ignore[arg-type]
             burst=(float(args.burst.split(":")[0]), int(args.burst.split(":")[1]))

@@ -188,7 +188,8 @@ def render(r: SteadyResult, command: str, *, title: str = "", note: str = "") ->
     v = verdict(r)
     qs = quarters(r)
     drained = "NOT empty" if r.empty_after is None else f"empty after {r.empty_after:.1f} s"
-    done = "venturi.maintenance, one loop per worker" if o["maintenance"] else "none"
+    done = "the workers' own (venturi worker --maintenance on)" if o["maintenance"] else (
+        "off (--maintenance off)")
     lines = [
         f"## {title or 'Steady state'}", "",
         f"Command: `{command}`", "",

@@ -53,6 +53,9 @@ def worker(
         help="Delete finished jobs after an age, e.g. completed=1d,dead=7d.")] = None,
     listen_dsn: Annotated[str | None, typer.Option(
         help="DSN for LISTEN when --dsn goes through a transaction-mode pooler.")] = None,
+    maintenance: Annotated[str, typer.Option(
+        help="on: vacuum the queue's tables where autovacuum is off or behind (one "
+             "worker of the queue at a time); off: leave it to autovacuum.")] = "on",
     http: Annotated[str | None, typer.Option(
         help="Serve /healthz, /readyz and /metrics on HOST:PORT (needs the web extra: "
              "pip install 'venturi[web]').")] = None,
@@ -82,6 +85,8 @@ def worker(
         drain_grace = params.duration(grace, "--grace")
         keep = params.retention(retention)
         ahead = params.prefetch(prefetch)
+        if maintenance not in ("on", "off"):
+            fail(f"--maintenance: {maintenance!r} is not on or off", code=USAGE)
         if log_format not in (None, "json", "console"):
             fail(f"--log-format: {log_format!r} is not json or console", code=USAGE)
         if log_level.lower() not in ("debug", "info", "warning", "error"):
@@ -113,7 +118,7 @@ def worker(
                 concurrency=concurrency, kinds=None if wanted is None else tuple(wanted), name=name,
                 prefetch=ahead, grace=drain_grace, retention=keep or {}, listen_dsn=listen_dsn,
                 http=http, dashboard=dashboard, dashboard_read_only=read_only,
-                handle_signals=True,
+                handle_signals=True, maintenance=maintenance == "on",
             )
         except venturi.ConfigError as exc:
             fail(str(exc), code=USAGE)

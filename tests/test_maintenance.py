@@ -27,7 +27,7 @@ from venturi.maintenance import (
 )
 
 PREFIX = "q_"
-EAGER = VacuumPolicy(dead_tuples=50, dead_fraction=0.0, analyze=0)
+EAGER = VacuumPolicy(dead_tuples=50, dead_fraction=0.0, analyze=0, min_gap=timedelta(0))
 
 
 @pytest.fixture
@@ -171,9 +171,18 @@ def test_the_policy_waits_for_autovacuum_only_where_it_runs() -> None:
     assert policy.due(_health(1101, 1000, None, autovacuum=True)) == "autovacuum-behind"
 
 
+def test_a_table_just_vacuumed_is_left_alone_whoever_asks() -> None:
+    """``min_gap``: the statistics every worker reads say when the table was last
+    vacuumed, so a queue's VACUUMs are bounded however many workers look."""
+    policy = VacuumPolicy(dead_tuples=1000, dead_fraction=0.0, min_gap=timedelta(seconds=5))
+    assert policy.due(_health(5000, 0, 4.0, autovacuum=False)) is None
+    assert policy.due(_health(5000, 0, 6.0, autovacuum=False)) == "autovacuum-off"
+    assert VacuumPolicy().min_gap == timedelta(seconds=5)
+
+
 @pytest.mark.parametrize("bad", [
     {"interval": timedelta(0)}, {"dead_tuples": -1}, {"dead_fraction": 1.5},
-    {"quiet_for": timedelta(seconds=-1)}, {"analyze": -1},
+    {"quiet_for": timedelta(seconds=-1)}, {"analyze": -1}, {"min_gap": timedelta(seconds=-1)},
 ])
 def test_a_bad_policy_is_refused(bad: dict[str, object]) -> None:
     with pytest.raises(ConfigError):

@@ -50,6 +50,7 @@ from .records import (
     WorkerInfo,
     WorkflowRecord,
 )
+from .vacuum import MaintenanceState, VacuumPolicy, VacuumRun
 
 __all__ = [
     "UTC",
@@ -75,6 +76,7 @@ __all__ = [
     "LimitedClaim",
     "Limits",
     "Listener",
+    "Maintenance",
     "ManualClock",
     "MergeFn",
     "MergeUpdate",
@@ -332,6 +334,11 @@ class Store(abc.ABC):
         """A lock on worker ``name`` in this queue, held on a dedicated session
         (docs/concepts/leases.md, restarts)."""
 
+    def maintenance(self) -> Maintenance | None:
+        """A session for the queue's own vacuum (venturi/maintenance.py), or None where
+        the store needs none (the default: nothing to vacuum)."""
+        return None
+
     @abc.abstractmethod
     async def cleanup_exclusive(self, criteria: CleanupCriteria) -> int | None:
         """One retention batch (at most ``criteria.batch_size`` rows) under a
@@ -367,6 +374,26 @@ class IdentityLock(abc.ABC):
     async def ping(self) -> None:  # noqa: B027 - optional hook
         """Round-trip on the lock's session; sets ``lost`` if the session is gone, so a
         silently dead socket is noticed (the default, for in-process locks, does nothing)."""
+
+
+class Maintenance(abc.ABC):
+    """The queue's own vacuum, on a session of its own (a VACUUM cannot run in a
+    transaction, and its try-lock is a session lock): docs/operations/maintenance.md.
+
+    Use as an async context manager; ``vacuum`` looks at the queue's tables once and
+    vacuums those ``policy`` says are due, unless another worker of the queue is at it.
+    A lost session raises ``DatabaseUnavailable``; the next call opens a new one.
+    """
+
+    @abc.abstractmethod
+    async def __aenter__(self) -> Maintenance: ...
+
+    @abc.abstractmethod
+    async def __aexit__(self, *exc: object) -> None: ...
+
+    @abc.abstractmethod
+    async def vacuum(self, policy: VacuumPolicy, state: MaintenanceState) -> list[VacuumRun]:
+        """The tables looked at and vacuumed (or skipped, with the reason)."""
 
 
 class Listener(abc.ABC):

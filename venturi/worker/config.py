@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from ..config import parse_address
 from ..errors import ConfigError, UnknownKind
+from ..store.vacuum import VacuumPolicy
 from ..task import Task, registered
 
 RETENTION_STATUSES = ("completed", "dead")
@@ -35,6 +36,11 @@ class WorkerConfig:
     trip, bounded so that a buffered job waits at most about 20 ms of the slots'
     work (``prefetch.py``, docs/concepts/leases.md); a number fixes it, 0 claims only
     for free slots. Prefetched jobs are leased, renewed and released like running ones.
+
+    ``maintenance``: when the worker vacuums the queue's tables itself, where
+    autovacuum is off or behind (docs/operations/maintenance.md); a ``VacuumPolicy``,
+    ``True`` for the default one, ``False`` or ``None`` for never (read it as
+    ``vacuum_policy``).
     """
 
     concurrency: int = 10
@@ -54,8 +60,15 @@ class WorkerConfig:
     sample_interval: timedelta = timedelta(seconds=15)
     dashboard: bool = False  # with http: the dashboard too (venturi.web)
     dashboard_read_only: bool = False  # the dashboard's views only, whatever its auth
+    maintenance: VacuumPolicy | bool | None = field(default_factory=VacuumPolicy)
+
 
     def __post_init__(self) -> None:
+        wanted = self.maintenance
+        if isinstance(wanted, bool):  # maintenance=True / False: the default policy, or none
+            object.__setattr__(self, "maintenance", VacuumPolicy() if wanted else None)
+        elif wanted is not None and not isinstance(wanted, VacuumPolicy):
+            raise ConfigError(f"maintenance must be a VacuumPolicy, True or False, got {wanted!r}")
         if not isinstance(self.concurrency, int) or not 1 <= self.concurrency <= 10_000:
             raise ConfigError(f"concurrency must be an int in 1..10000, got {self.concurrency!r}")
         if self.prefetch != "auto" and (
@@ -85,6 +98,11 @@ class WorkerConfig:
                               "give http (--http HOST:PORT) too")
         if self.kinds is not None and not self.kinds:
             raise ConfigError("kinds, when given, must name at least one kind")
+
+    @property
+    def vacuum_policy(self) -> VacuumPolicy | None:
+        """``maintenance`` as the policy the worker follows (None: no vacuum)."""
+        return self.maintenance if isinstance(self.maintenance, VacuumPolicy) else None
 
     @classmethod
     def from_options(cls, config: WorkerConfig | None, options: dict[str, Any]) -> WorkerConfig:

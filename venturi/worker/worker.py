@@ -49,6 +49,7 @@ from .retention import Retention
 from .settler import Settler
 from .signals import STOP_SIGNALS
 from .slots import Slots
+from .vacuum import Vacuum
 from .waker import Poller, VisibilityTimer, Waker
 
 log = get_logger("venturi.worker")
@@ -356,6 +357,8 @@ class Worker:
         if config.retention:
             services.append(Retention(store, config.retention, db,
                                       config.retention_interval.total_seconds()).run)
+        if config.vacuum_policy is not None:
+            services.append(Vacuum(store, config.vacuum_policy, db).run)
         if config.http is not None:
             services.append(QueueSampler(store, self.metrics, db,
                                          config.sample_interval.total_seconds()).run)

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, cast
+from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 
@@ -19,11 +20,11 @@ from ...config import mask_dsn
 from ...errors import ConfigError
 from .. import _connect
 from .._sql import Query
-from ..base import IdentityLock, Listener
+from ..base import IdentityLock, Listener, Maintenance
 from .asyncpg_errors import DRIVER_ERRORS, TRANSIENT_ERRORS, translate, translated
 from .asyncpg_executor import AsyncpgExecutor
-from .asyncpg_sessions import AsyncpgIdentityLock, AsyncpgListener
-from .driver import Executor, Row
+from .asyncpg_sessions import AsyncpgIdentityLock, AsyncpgListener, AsyncpgMaintenance
+from .driver import SESSION_SETTINGS, Executor, Row
 from .sqlstates import line
 
 # How long a kept connection stays out of the pool, unused, for the next statement
@@ -37,6 +38,21 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     LISTEN and session locks live on dedicated connections, migrate() takes a
     transaction-scoped lock, and asyncpg itself still rolls back a transaction
     left open."""
+
+
+def session_settings(dsn: str, pooler: bool) -> dict[str, str] | None:
+    """The server settings of the pool's connections: ``driver.SESSION_SETTINGS``, less
+    any the DSN sets itself (``?plan_cache_mode=auto`` keeps PostgreSQL's default).
+    None behind a pooler: PgBouncer refuses startup parameters it does not track, and
+    without a statement cache asyncpg sends unnamed statements, which PostgreSQL plans
+    with their parameters every time anyway."""
+    if pooler:
+        return None
+    try:
+        given = parse_qs(urlsplit(dsn).query)
+    except ValueError:
+        given = {}
+    return {k: v for k, v in SESSION_SETTINGS.items() if k not in given} or None
 
 
 def _usable(c: Any) -> bool:
@@ -93,6 +109,7 @@ class AsyncpgDriver:
                 dsn, min_size=min_size, max_size=max_size, timeout=connect_timeout,
                 statement_cache_size=0 if pooler else 256,
                 max_inactive_connection_lifetime=60.0, reset=_keep_session,
+                server_settings=session_settings(dsn, pooler),
                 connect=cast(Any, _connect.connect),  # the stubs' protocol spells out every option
             )
         except (ValueError, TypeError, asyncpg.ClientConfigurationError) as exc:
@@ -261,6 +278,11 @@ class AsyncpgDriver:
                       reclaim: Query | None = None) -> IdentityLock:
         return AsyncpgIdentityLock(self._direct_dsn("the worker identity lock"), self.prefix,
                                    query, args, reclaim)
+
+    def maintenance(self, schema: str | None) -> Maintenance:
+        """The queue's own vacuum (venturi/maintenance.py) on a session of its own."""
+        return AsyncpgMaintenance(self._direct_dsn("the queue's vacuum"),
+                                  self.prefix, schema)
 
 
 __all__ = ["TRANSIENT_ERRORS", "AsyncpgDriver", "AsyncpgExecutor", "translate"]

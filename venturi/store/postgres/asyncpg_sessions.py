@@ -1,8 +1,10 @@
-"""The asyncpg sessions that are never pooled: LISTEN, and the worker's identity lock.
+"""The asyncpg sessions that are never pooled: LISTEN, the worker's identity lock, and
+the queue's own vacuum.
 
 Each holds a dedicated connection for as long as it lives: a pool's reset would
-run ``UNLISTEN *``, and a session advisory lock must outlive transactions (and
-would be carried back into the pool, or lost in a pooler).
+run ``UNLISTEN *``, a session advisory lock must outlive transactions (and
+would be carried back into the pool, or lost in a pooler), and VACUUM cannot run
+inside a transaction.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from typing import Any
 from ...errors import DatabaseUnavailable
 from .. import _connect
 from .._sql import Query
-from ..base import IdentityLock, Listener
+from ..base import IdentityLock, Listener, Maintenance
+from ..vacuum import MaintenanceState, VacuumPolicy, VacuumRun
 from .asyncpg_errors import translated
 from .driver import channels as queue_channels
+from .vacuum import vacuum_if_needed
 
 
 class AsyncpgIdentityLock(IdentityLock):
@@ -128,3 +132,41 @@ class AsyncpgListener(Listener):
         """Round-trip on the LISTEN connection, so a silently dead socket is noticed."""
         with translated(self._prefix, self._dsn):
             await asyncio.wait_for(self._conn.fetchval("SELECT 1"), timeout=5)
+
+
+class AsyncpgMaintenance(Maintenance):
+    """venturi.maintenance's guarded VACUUM on a dedicated connection, opened on first
+    use and again after it was lost (docs/operations/maintenance.md)."""
+
+    def __init__(self, dsn: str, prefix: str, schema: str | None) -> None:
+        self._dsn = dsn
+        self._prefix = prefix
+        self._schema = schema
+        self._conn: Any = None
+
+    async def __aenter__(self) -> AsyncpgMaintenance:
+        return self
+
+    async def vacuum(self, policy: VacuumPolicy, state: MaintenanceState) -> list[VacuumRun]:
+        if self._conn is None or self._conn.is_closed():
+            with translated(self._prefix, self._dsn):
+                self._conn = await _connect.connect(self._dsn, timeout=10,
+                                                    statement_cache_size=0)
+        try:
+            return await vacuum_if_needed(self._conn, self._prefix, policy,
+                                          schema=self._schema, state=state)
+        except BaseException:
+            # Whatever cut the look short may also have kept its try-lock from being
+            # released: ending the session releases it.
+            await self._close()
+            raise
+
+    async def _close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.close(), timeout=2)
+            conn.terminate()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._close()

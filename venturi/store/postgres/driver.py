@@ -44,6 +44,19 @@ from ..base import IdentityLock, Listener
 
 Row = Sequence[Any]
 
+# Session settings of the connections the asyncpg driver opens for its own pool (never
+# a caller's connection, never a pool the caller passed in). Drivers prepare their
+# statements, and PostgreSQL may switch a prepared statement to a generic plan after
+# five executions, costed on the table as it was then: on a new queue, a table of ten
+# pages, for which the claim joins its picked ids back to the jobs table by a
+# sequential scan. That plan is kept until the table's statistics change (VACUUM,
+# ANALYZE), so where nothing vacuums every claim reads the whole, growing table.
+# Planning every execution with its parameters costs a little on each statement and
+# keeps the claim, the settle, the renewal and the retention delete on their indexes
+# whatever the table's size (docs/operations/maintenance.md, "Plans that outlive the
+# table they were made for"). The psycopg driver gets the same by preparing nothing.
+SESSION_SETTINGS = {"plan_cache_mode": "force_custom_plan"}
+
 
 def channels(prefix: str) -> dict[str, str]:
     """A queue's two worker channels by name, and the label a listener reports each

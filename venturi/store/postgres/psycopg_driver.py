@@ -35,6 +35,14 @@ WORKER_ONLY = ("needs an asyncio store: run workers on venturi.Queue.connect, "
                "SyncQueue serves producers")
 
 
+# psycopg prepares a statement it has run five times on a connection, and PostgreSQL may
+# then cache a generic plan for it (driver.SESSION_SETTINGS says what that does to the
+# claim). The pool's connections prepare nothing instead: each statement goes unnamed
+# and is planned with its parameters. Not a startup parameter as with asyncpg: SyncQueue
+# has no pooler switch, and PgBouncer refuses startup parameters it does not track.
+POOL_CONNECTION = {"autocommit": True, "prepare_threshold": None}
+
+
 class PsycopgDriver:
     """A psycopg connection pool; statements block the calling thread."""
 
@@ -62,7 +70,8 @@ class PsycopgDriver:
         except psycopg.Error as exc:
             raise translate(exc, prefix, dsn) from None
         pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
-            dsn, min_size=min_size, max_size=max_size, kwargs={"autocommit": True},
+            dsn, min_size=min_size, max_size=max_size,
+            kwargs=dict(POOL_CONNECTION),
             timeout=connect_timeout, open=False, name=f"venturi:{prefix}")
         pool.open()
         driver = cls(pool, prefix=prefix, dsn=dsn, owns_pool=True)

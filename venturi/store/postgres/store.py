@@ -16,7 +16,7 @@ import asyncpg
 from ...config import validate_prefix
 from ...errors import ConfigError
 from .. import _sql
-from ..base import Clock, DatabaseClock, IdentityLock, Listener, Store
+from ..base import Clock, DatabaseClock, IdentityLock, Listener, Maintenance, Store
 from .administering import Administering
 from .asyncpg_driver import AsyncpgDriver
 from .driver import Driver, channels, results_channel
@@ -137,3 +137,10 @@ class PostgresStore(Producing, Working, Flowing, Inspecting, Administering, Stor
         q, args = self._bind("identity_lock", (self.prefix, name))
         return self.driver.identity_lock(q, args, reclaim=self._q["identity_reclaim"])
 
+
+    def maintenance(self) -> Maintenance | None:
+        """The queue's own vacuum, on a direct session (asyncpg's driver; the
+        others serve producers and have nothing to vacuum with)."""
+        if not isinstance(self.driver, AsyncpgDriver):
+            return None
+        return self.driver.maintenance(self.schema)

@@ -1,0 +1,176 @@
+"""The claim keeps its index plan whatever the table held when it was first prepared
+(docs/operations/maintenance.md, "Plans that outlive the table they were made for").
+
+PostgreSQL plans a prepared statement's first five executions with their parameters,
+then may keep a generic plan costed on the table as it was then. A claim prepared on a
+new, empty queue and reused while the table grows (nothing vacuums or analyzes it, so
+the plan is never replaced) joined its picked ids back to the jobs table by a
+sequential scan over every row: the collapse of benchmarks/notes.md ("Steady state").
+venturi's own pools plan every execution with its parameters. Each test here prepares
+the claim on an empty table, grows the table by 40,000 rows and as many dead versions
+without a vacuum, and reads the plan that same session then uses.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+
+from tests.conftest import drop_prefix
+from venturi import SyncQueue
+from venturi.store.base import ClaimRequest
+from venturi.store.postgres import PostgresStore
+from venturi.store.postgres.asyncpg_driver import session_settings
+
+REQUEST = ClaimRequest(claimed_by="plan/1", leases={"embed": dt.timedelta(seconds=30)},
+                       limit=10, reserve_normal=1, reserve_low=1)
+# The claim's parameters as EXECUTE takes them: the clock ($1: none, database time),
+# kinds, leases, limit, normal and low reservations, the claimant.
+EXECUTE_ARGS = "(NULL, ARRAY['embed'], ARRAY['30 seconds'::interval], 10, 1, 1, 'plan/1')"
+
+
+async def _store(dsn: str, prefix: str) -> PostgresStore:
+    # One connection: every claim runs on the session whose plans the test reads.
+    store = await PostgresStore.connect(dsn, prefix=prefix, min_size=1, max_size=1)
+    await store.migrate()
+    return store
+
+
+@pytest.fixture
+async def admin(pg_dsn: str) -> AsyncIterator[asyncpg.Connection]:
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+async def _prepare_on_empty_then_grow(store: PostgresStore, admin: asyncpg.Connection) -> None:
+    p = store.prefix
+    # Before the first claim: an ALTER TABLE would itself replace cached plans.
+    for table in ("jobs", "journal"):
+        await admin.execute(f"ALTER TABLE {p}{table} SET (autovacuum_enabled = false)")
+    for _ in range(8):  # past the fifth execution, where a generic plan may take over
+        assert await store.claim(REQUEST) == []
+    # 40,000 jobs run and finished (each leaving a dead version, as claims and settles
+    # do), then a few runnable ones; no VACUUM, no ANALYZE: pg_class still says empty.
+    await admin.execute(
+        f"INSERT INTO {p}jobs (id, kind, payload, visible_at)"
+        " SELECT gen_random_uuid(), 'embed', '{}', now() - interval '1 hour'"
+        " FROM generate_series(1, 40000)")
+    await admin.execute(
+        f"UPDATE {p}jobs SET status = 'completed', finished_at = now(), run_count = 1")
+    await admin.execute(
+        f"INSERT INTO {p}jobs (id, kind, payload, visible_at)"
+        " SELECT gen_random_uuid(), 'embed', '{}', now() - interval '1 minute'"
+        " FROM generate_series(1, 50)")
+    assert await admin.fetchval(
+        "SELECT relpages FROM pg_class WHERE oid = $1::regclass", f"{p}jobs") == 0
+
+
+async def _cached_claim(store: PostgresStore) -> tuple[dict[str, Any], list[str]]:
+    """The claim's entry in the store's session (pg_prepared_statements), and the scans
+    of the plan that session uses for it now (EXPLAIN EXECUTE: the cached plan source's
+    own choice between its generic plan and a custom one)."""
+    async with store.pool.acquire() as c:
+        row = await c.fetchrow(
+            "SELECT name, generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE statement = $1", store._q["claim"].sql)
+        assert row is not None, "the claim is not prepared on the pool's connection"
+        (plan,) = json.loads(await c.fetchval(
+            f"EXPLAIN (FORMAT JSON) EXECUTE {row['name']}{EXECUTE_ARGS}"))
+    scans: list[str] = []
+
+    def walk(node: dict[str, Any]) -> None:
+        if "Relation Name" in node:
+            scans.append(f"{node['Node Type']} on {node['Relation Name']}")
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(plan["Plan"])
+    return dict(row), scans
+
+
+async def test_a_claim_prepared_on_an_empty_table_stays_on_its_indexes(
+        pg_dsn: str, prefix: str, admin: asyncpg.Connection) -> None:
+    store = await _store(pg_dsn, prefix)
+    try:
+        await _prepare_on_empty_then_grow(store, admin)
+        started = time.monotonic()
+        claimed = await store.claim(REQUEST)
+        took = time.monotonic() - started
+        entry, scans = await _cached_claim(store)
+    finally:
+        await store.close()
+        await drop_prefix(pg_dsn, prefix)
+    assert len(claimed) == 10
+    assert entry["generic_plans"] == 0 and entry["custom_plans"] >= 9, entry
+    assert f"Seq Scan on {prefix}jobs" not in scans, scans
+    assert f"Index Scan using {prefix}jobs_pkey on {prefix}jobs" in scans or any(
+        s.startswith("Index") and s.endswith(f"on {prefix}jobs") for s in scans), scans
+    assert took < 1.0  # a sequential scan of 40,000 rows and their dead versions, per tier
+
+
+async def test_without_custom_plans_the_cached_plan_scans_the_table(
+        pg_dsn: str, prefix: str, admin: asyncpg.Connection) -> None:
+    """The mechanism, pinned: the same session with PostgreSQL's default
+    (``?plan_cache_mode=auto``, which the DSN may still ask for) keeps the generic plan
+    it made on the empty table, a sequential scan of the now large one."""
+    store = await _store(f"{pg_dsn}{'&' if '?' in pg_dsn else '?'}plan_cache_mode=auto", prefix)
+    try:
+        await _prepare_on_empty_then_grow(store, admin)
+        entry, scans = await _cached_claim(store)
+    finally:
+        await store.close()
+        await drop_prefix(pg_dsn, prefix)
+    assert entry["generic_plans"] >= 1, entry
+    assert f"Seq Scan on {prefix}jobs" in scans, scans
+
+
+async def test_only_venturis_own_connections_are_set(pg_dsn: str, pg_store: PostgresStore,
+                                                     admin: asyncpg.Connection) -> None:
+    async with pg_store.pool.acquire() as c:
+        assert await c.fetchval("SHOW plan_cache_mode") == "force_custom_plan"
+    # A caller's connection (conn=) is used as it is.
+    await pg_store.enqueue([], conn=admin)
+    assert await admin.fetchval("SHOW plan_cache_mode") == "auto"
+    # A pool of the caller's is too.
+    pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=1)
+    try:
+        theirs = PostgresStore.from_pool(pool, prefix=pg_store.prefix)
+        await theirs.stats()
+        async with pool.acquire() as c:
+            assert await c.fetchval("SHOW plan_cache_mode") == "auto"
+    finally:
+        await pool.close()
+
+
+async def test_synchronous_queue_connections_prepare_nothing(pg_dsn: str, prefix: str) -> None:
+    """psycopg prepares a statement run five times; SyncQueue's pool never does, so no
+    generic plan can be cached: every statement is planned with its parameters."""
+    try:
+        with SyncQueue.connect(pg_dsn, prefix=prefix, max_size=1) as queue:
+            queue.migrate()
+            for _ in range(8):
+                queue.count(kind="embed", statuses=["pending"])
+            pool: Any = queue.store.driver.pool  # type: ignore[attr-defined]
+            with pool.connection() as c:
+                assert c.prepare_threshold is None
+                prepared = c.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
+                assert prepared == (0,)
+    finally:
+        await drop_prefix(pg_dsn, prefix)
+
+
+def test_what_the_dsn_says_wins() -> None:
+    assert session_settings("postgresql://h/db", pooler=False) == {
+        "plan_cache_mode": "force_custom_plan"}
+    assert session_settings("postgresql://h/db?plan_cache_mode=auto", pooler=False) is None
+    # Behind PgBouncer: no startup parameter it would refuse; no named statements either.
+    assert session_settings("postgresql://h/db", pooler=True) is None
