@@ -188,6 +188,13 @@ def statements() -> list[Statement]:
                   setup="INSERT INTO {prefix}kinds (kind, code_concurrency, code_rate_count,"
                         " code_rate_period) VALUES ('embed', 500, NULL, NULL),"
                         " ('summarize', NULL, 1000, interval '1 minute')"),
+        Statement("claim_limited_fast", "the same claim while both kinds have room for the "
+                  "batch (its fast path), under lock_kinds",
+                  (KINDS[:2], [LEASE] * 2, 100, 10, 5, "bench-worker/boot"),
+                  ("jobs_claim", "jobs_expiry"),
+                  setup="INSERT INTO {prefix}kinds (kind, code_concurrency, code_rate_count,"
+                        " code_rate_period) VALUES ('embed', 500, NULL, NULL),"
+                        " ('summarize', NULL, 1000, interval '1 minute')"),
         Statement("settle_completions", "a worker settling a batch of 1,000 completed runs",
                   ("alive/boot2", ids, json.dumps({str(i): [1, None, None] for i in ids})),
                   ("jobs_pkey",)),

@@ -19,7 +19,53 @@ WITH kinds AS (
     WHERE NOT EXISTS (SELECT 1 FROM {prefix}kinds AS s WHERE s.kind = k.kind AND
 -- include: controlled
     )
-), low AS (
+),
+-- include: claim_tiers
+UPDATE {prefix}jobs AS j SET
+    status = 'claimed',
+    claimed_by = $7,
+    run_count = j.run_count + 1,
+    claim_expires_at = {now} + k.lease
+FROM picked, kinds AS k
+WHERE j.id = picked.id AND k.kind = j.kind
+RETURNING
+-- include: job_columns
+
+-- name: extend_leases
+-- Renewal for all of a worker's running jobs at once, each guarded by its epoch
+-- (docs/concepts/leases.md). $4 holds [run_no, lease in microseconds] under each id.
+UPDATE {prefix}jobs AS j
+SET claim_expires_at = {now} + ($4::jsonb -> (j.id::text) ->> 1)::int8 * interval '1 microsecond'
+WHERE
+-- include: still_held
+RETURNING j.id
+
+-- name: next_visible_at
+-- One probe per tier: min() across the tiers of one index would walk it.
+SELECT least(
+    (SELECT visible_at FROM {prefix}jobs WHERE status = 'pending' AND priority = 0
+        AND visible_at > {now} AND kind = ANY($2::text[]) ORDER BY visible_at LIMIT 1),
+    (SELECT visible_at FROM {prefix}jobs WHERE status = 'pending' AND priority = 1
+        AND visible_at > {now} AND kind = ANY($2::text[]) ORDER BY visible_at LIMIT 1),
+    (SELECT visible_at FROM {prefix}jobs WHERE status = 'pending' AND priority = 2
+        AND visible_at > {now} AND kind = ANY($2::text[]) ORDER BY visible_at LIMIT 1))
+
+-- fragment: still_held
+-- The guard of every write by a claim's holder (docs/concepts/leases.md, claim
+-- epochs): the row of each id in $3 is still claimed, by $2, at the run number its
+-- input under its id in $4 starts with. Each row finds its input by a key lookup,
+-- not a join: joined to the unnested input, the planner (misled by an estimate of
+-- one claimed row) rescanned the whole input per row, quadratic in the batch
+-- (docs/explain-plans.md). (status || '') keeps it off the partial index of
+-- claimed rows: the primary key is probed per id, whatever other workers hold.
+j.id = ANY($3::uuid[]) AND (j.status || '') = 'claimed' AND j.claimed_by = $2
+AND j.run_count = ($4::jsonb -> (j.id::text) ->> 0)::int4
+
+-- fragment: claim_tiers
+-- The tier scans of a claim (docs/concepts/priorities.md), over the kinds of the
+-- CTE open_kinds (column a, an array): `picked` holds the claimed ids. Shared by the
+-- plain claim and claim_limited_fast (flow.sql).
+low AS (
     SELECT id, visible_at FROM {prefix}jobs
     WHERE status = 'pending' AND priority = 2 AND visible_at <= {now}
       AND kind = ANY((SELECT a FROM open_kinds)::text[])
@@ -68,42 +114,4 @@ WITH kinds AS (
 ), picked AS (
     SELECT id FROM reserved UNION ALL SELECT id FROM fill
 )
-UPDATE {prefix}jobs AS j SET
-    status = 'claimed',
-    claimed_by = $7,
-    run_count = j.run_count + 1,
-    claim_expires_at = {now} + k.lease
-FROM picked, kinds AS k
-WHERE j.id = picked.id AND k.kind = j.kind
-RETURNING
--- include: job_columns
 
--- name: extend_leases
--- Renewal for all of a worker's running jobs at once, each guarded by its epoch
--- (docs/concepts/leases.md). $4 holds [run_no, lease in microseconds] under each id.
-UPDATE {prefix}jobs AS j
-SET claim_expires_at = {now} + ($4::jsonb -> (j.id::text) ->> 1)::int8 * interval '1 microsecond'
-WHERE
--- include: still_held
-RETURNING j.id
-
--- name: next_visible_at
--- One probe per tier: min() across the tiers of one index would walk it.
-SELECT least(
-    (SELECT visible_at FROM {prefix}jobs WHERE status = 'pending' AND priority = 0
-        AND visible_at > {now} AND kind = ANY($2::text[]) ORDER BY visible_at LIMIT 1),
-    (SELECT visible_at FROM {prefix}jobs WHERE status = 'pending' AND priority = 1
-        AND visible_at > {now} AND kind = ANY($2::text[]) ORDER BY visible_at LIMIT 1),
-    (SELECT visible_at FROM {prefix}jobs WHERE status = 'pending' AND priority = 2
-        AND visible_at > {now} AND kind = ANY($2::text[]) ORDER BY visible_at LIMIT 1))
-
--- fragment: still_held
--- The guard of every write by a claim's holder (docs/concepts/leases.md, claim
--- epochs): the row of each id in $3 is still claimed, by $2, at the run number its
--- input under its id in $4 starts with. Each row finds its input by a key lookup,
--- not a join: joined to the unnested input, the planner (misled by an estimate of
--- one claimed row) rescanned the whole input per row, quadratic in the batch
--- (docs/explain-plans.md). (status || '') keeps it off the partial index of
--- claimed rows: the primary key is probed per id, whatever other workers hold.
-j.id = ANY($3::uuid[]) AND (j.status || '') = 'claimed' AND j.claimed_by = $2
-AND j.run_count = ($4::jsonb -> (j.id::text) ->> 0)::int4

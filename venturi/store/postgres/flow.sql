@@ -69,9 +69,20 @@ ORDER BY n.kind
 -- Claimers of one limited kind take turns (docs/concepts/flow-control.md): a lock per
 -- kind, held until the claim commits, taken in one order so two claimers of
 -- overlapping kinds never deadlock. The claim that follows is a statement of its own,
--- so its snapshot sees every claim committed before the lock was granted.
-SELECT count(pg_advisory_xact_lock(hashtextextended('venturi:kind:' || $1::text || ':' || k, 0)))
-FROM (SELECT k FROM unnest($2::text[]) AS k ORDER BY k) AS sorted
+-- so its snapshot sees every claim committed before the lock was granted. The kinds'
+-- rows are then rewritten unchanged, in the same order, once the locks are held: that
+-- waits for a claim_limited_fast still running, and tells every later one that its
+-- snapshot is too old.
+WITH locked AS (
+    SELECT count(pg_advisory_xact_lock(hashtextextended('venturi:kind:' || $1::text || ':' || k, 0)))
+        AS n
+    FROM (SELECT k FROM unnest($2::text[]) AS k ORDER BY k) AS sorted
+), rows_ AS (
+    SELECT s.kind FROM {prefix}kinds AS s
+    WHERE s.kind = ANY($2::text[]) AND (SELECT n FROM locked) >= 0
+    ORDER BY s.kind FOR UPDATE OF s
+)
+UPDATE {prefix}kinds AS s SET kind = s.kind FROM rows_ WHERE s.kind = rows_.kind
 
 -- name: claim_limited
 -- The claim of limited kinds, under lock_kinds. Per (kind, limit_key) partition, the
@@ -93,7 +104,10 @@ WITH t AS (
     SELECT coalesce(array_agg(kind), '{}') AS a FROM k
 ), pruned AS (
     DELETE FROM {prefix}kind_starts AS w USING k
-    WHERE w.kind = k.kind AND (k.rate_n IS NULL OR w.claimed_at <= (SELECT now FROM t) - k.per)
+    -- One range of the window index: only the rows that aged out (all of them for a
+    -- kind without a rate).
+    WHERE w.kind = k.kind AND w.claimed_at <= CASE WHEN k.rate_n IS NULL THEN 'infinity'
+                                                   ELSE (SELECT now FROM t) - k.per END
 ), used AS (
     SELECT kind, limit_key, sum(claimed) AS claimed, sum(started) AS started FROM (
         SELECT j.kind, j.limit_key, count(*) AS claimed, 0 AS started
@@ -189,6 +203,81 @@ RETURNING
 -- settlements are worth announcing to the other workers (docs/concepts/flow-control.md).
 (SELECT coalesce(array_agg(DISTINCT kind), '{}') FROM ranked
  WHERE room IS NOT NULL AND 2 * (room - rn) < lim)
+
+-- name: claim_limited_fast
+-- The claim of limited kinds while none of them is near its limits, in one statement
+-- of its own (docs/concepts/flow-control.md, the fast path). Its turn is the kinds'
+-- rows: it takes them only if none is locked (SKIP LOCKED: it never waits) and each
+-- is still the version its snapshot reads, then rewrites them unchanged. Every limited
+-- claim rewrites them (lock_kinds too), so an unchanged row means no claim committed
+-- since the snapshot and none is running: its counts are exact. Each kind's room is
+-- counted over all its partitions at once (its claimed jobs, its claims in the rate
+-- window): no less than any one partition's. When it has its turn and every kind has
+-- room for the whole batch ($4), no partition can be overrun and the batch is the
+-- plain claim's (claim_tiers), logged in kind_starts; otherwise it claims nothing and
+-- lock_kinds and claim_limited decide.
+WITH t AS (
+    SELECT {clock} AS now
+), k AS (
+    SELECT c.kind, c.lease,
+           coalesce(s.concurrency, s.code_concurrency) AS conc,
+           CASE WHEN s.rate_count IS NOT NULL THEN s.rate_count ELSE s.code_rate_count END AS rate_n,
+           CASE WHEN s.rate_count IS NOT NULL THEN s.rate_period ELSE s.code_rate_period END AS per
+    FROM unnest($2::text[], $3::interval[]) AS c(kind, lease)
+    LEFT JOIN {prefix}kinds AS s ON s.kind = c.kind
+    WHERE NOT coalesce(s.paused, false)
+), seen AS (
+    SELECT s.kind, s.xmin AS version FROM {prefix}kinds AS s WHERE s.kind = ANY($2::text[])
+), turn AS (
+    SELECT s.kind FROM {prefix}kinds AS s JOIN seen ON seen.kind = s.kind
+    WHERE s.kind = ANY($2::text[]) AND s.xmin = seen.version
+    FOR UPDATE OF s SKIP LOCKED
+), stamped AS (
+    UPDATE {prefix}kinds AS s SET kind = s.kind FROM turn WHERE s.kind = turn.kind
+    RETURNING s.kind
+), pruned AS (
+    DELETE FROM {prefix}kind_starts AS w USING k
+    -- One range of the window index: only the rows that aged out (all of them for a
+    -- kind without a rate).
+    WHERE w.kind = k.kind AND w.claimed_at <= CASE WHEN k.rate_n IS NULL THEN 'infinity'
+                                                   ELSE (SELECT now FROM t) - k.per END
+), room AS (
+    SELECT k.kind, least(k.conc, k.rate_n) AS lim, least(
+        k.conc - CASE WHEN k.conc IS NOT NULL THEN
+            (SELECT count(*) FROM {prefix}jobs AS j
+             WHERE j.status = 'claimed' AND j.kind = k.kind) END,
+        k.rate_n - CASE WHEN k.rate_n IS NOT NULL THEN
+            (SELECT coalesce(sum(w.n), 0) FROM {prefix}kind_starts AS w
+             WHERE w.kind = k.kind AND w.claimed_at > (SELECT now FROM t) - k.per) END) AS room
+    FROM k
+), open_kinds AS (
+    SELECT CASE WHEN (SELECT count(*) FROM stamped) = cardinality($2::text[])
+                     AND bool_and(room IS NULL OR room >= $4)
+                THEN coalesce(array_agg(kind), '{}') ELSE '{}' END AS a
+    FROM room
+),
+-- include: claim_tiers
+, claimed AS (
+    UPDATE {prefix}jobs AS j SET
+        status = 'claimed',
+        claimed_by = $7,
+        run_count = j.run_count + 1,
+        claim_expires_at = (SELECT now FROM t) + k.lease
+    FROM picked, k
+    WHERE j.id = picked.id AND k.kind = j.kind
+    RETURNING
+-- include: job_columns
+), logged AS (
+    INSERT INTO {prefix}kind_starts (kind, limit_key, claimed_at, n)
+    SELECT c.kind, c.limit_key, (SELECT now FROM t), count(*)
+    FROM claimed AS c JOIN k ON k.kind = c.kind AND k.rate_n IS NOT NULL
+    GROUP BY c.kind, c.limit_key
+)
+SELECT c.*,
+-- The kinds this claim left more than half used, as claim_limited reports them.
+(SELECT coalesce(array_agg(r.kind), '{}') FROM room AS r
+ WHERE 2 * (r.room - (SELECT count(*) FROM claimed AS x WHERE x.kind = r.kind)) < r.lim)
+FROM claimed AS c
 
 -- name: limited_held
 -- After a limited claim, in its transaction: each kind a partition of which has no room

@@ -39,6 +39,7 @@ class PostgresStore(Producing, Working, Flowing, Inspecting, Administering, Stor
         # connection (conn=) works whatever its search_path.
         self.schema = schema
         self._q = _sql.queries(self.prefix, schema)
+        self._tight: set[tuple[str, ...]] = set()  # Flowing.claim_limited's memo
 
     @classmethod
     def from_pool(cls, pool: asyncpg.Pool, *, prefix: str, clock: Clock | None = None,
