@@ -82,6 +82,25 @@ async def test_screenshots_of_every_page(web_queue: Queue, open_page: Any,
                 if name == "overview":
                     await expect(page.locator("#chart-throughput canvas")).to_have_count(1)
                 await page.screenshot(path=str(out / f"{name}.png"), full_page=True)
+            # The kinds page with an operator's limit and a pause; a workflow half done
+            # (its gate step waits for a slot of the worker holding the gated jobs).
+            await web_queue.set_limits("web.embed", concurrency=4, rate="600/m")
+            await web_queue.pause("web.resumable")
+            await page.goto(served.url + "/kinds")
+            await expect(page.get_by_text("web.resumable").first).to_be_visible()
+            await page.screenshot(path=str(out / "kinds.png"), full_page=True)
+            wf = venturi.Workflow("ingest s3://media/2026/report.pdf")
+            embed = wf.add(tasks.Embed(uri="s3://media/2026/report.pdf"), name="embed")
+            summarize = wf.add(tasks.Embed(uri="s3://media/2026/report.sum"), after=[embed],
+                               name="summarize")
+            review = wf.add(tasks.Gated(), after=[embed], name="review")
+            wf.add(tasks.Embed(uri="s3://media/2026/report.idx"), after=[summarize, review],
+                   name="index")
+            flow = await web_queue.enqueue_workflow(wf)
+            await web_queue.set_limits("web.embed", concurrency=None, rate=None)
+            await venturi.Worker(web_queue, tasks=[tasks.Embed]).run(until_empty=True)
+            await page.goto(served.url + f"/workflows/{flow}")
+            await page.screenshot(path=str(out / "workflow.png"), full_page=True)
 
             phone = await open_page(served.url + "/", width=PHONE, height=844)
             await sign_in(phone.page, served.url, name="ops")
