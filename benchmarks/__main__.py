@@ -24,15 +24,19 @@ async def run(args: argparse.Namespace) -> list[Figure]:
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
         raise SystemExit(f"unknown scenario(s) {unknown}; known: {', '.join(SCENARIOS)}")
+    kept, kept_runs = report.kept_from(Path(args.json), set(names)) if args.merge else ([], {})
     dsn = _dsn(args.dsn)
     env = await report.environment(dsn, args.command_line)
     env["load_before"] = report.load_average()
     bench = Bench(dsn=dsn, size=SIZES[args.size])
+    runs: dict[str, dict[str, str]] = {}
     for name in names:
         bench.scenario = name
         print(f"== {name} ({args.size})", flush=True)
         before = len(bench.figures)
+        runs[name] = report.stamp(env, args.size)
         await SCENARIOS[name].fn(bench)
+        runs[name]["load_after"] = report.load_average()
         for fig in bench.figures[before:]:
             if fig.unit == "ms":
                 shown = f"p50 {fig.percentile(50):.2f} ms, p99 {fig.percentile(99):.2f} ms"
@@ -44,14 +48,15 @@ async def run(args: argparse.Namespace) -> list[Figure]:
             print(f"   {fig.name:<60} {shown}", flush=True)
     env["load_after"] = report.load_average()
     notes = [
-        f"Noise: the machine is shared; load average {env['load_before']} before and "
-        f"{env['load_after']} after the run on {env['nproc']} CPUs. Contenders take turns in "
-        "slices within each run, so load bursts hit them alike; the min–max column shows "
-        "what remains between runs.",
+        "Noise: the machine is shared; each section gives the load average before and after "
+        f"its scenario, on {env['nproc']} CPUs. Contenders take turns in slices within each "
+        "run, so load bursts hit them alike; the min–max column shows what remains between "
+        "runs.",
         *(args.note or []),
     ]
-    report.write(Path(args.out), Path(args.json) if args.json else None, env, bench.figures,
-                 notes, args.notes_text)
+    figures = report.in_scenario_order(kept + bench.figures)
+    report.write(Path(args.out), Path(args.json) if args.json else None, env, figures,
+                 notes, args.notes_text, kept_runs | runs)
     print(f"wrote {args.out}" + (f" and {args.json}" if args.json else ""))
     return bench.figures
 
@@ -66,6 +71,9 @@ def main(argv: list[str] | None = None) -> None:
     p_run.add_argument("--out", default="docs/benchmarks.md")
     p_run.add_argument("--json", default="benchmarks/results.json",
                        help="JSON copy of the results ('' to skip)")
+    p_run.add_argument("--merge", action="store_true",
+                       help="keep the other scenarios' figures from the --json file and "
+                            "replace only those run now (each section says when it ran)")
     p_run.add_argument("--note", action="append", help="a line for the Notes section")
     p_run.add_argument("--notes-file", help="a markdown file appended to the Notes section")
     p_run.add_argument("--dsn", help="default: $VENTURI_DSN, $VENTURI_TEST_DSN, local test db")
@@ -81,6 +89,8 @@ def main(argv: list[str] | None = None) -> None:
         # Read before running, so that a wrong path fails in a second, not after the run.
         args.notes_text = Path(args.notes_file).read_text(encoding="utf-8") \
             if args.notes_file else ""
+        if args.merge and not args.json:
+            parser.error("--merge reads the figures to keep from --json: give its path")
         asyncio.run(run(args))
     else:
         from . import explain

@@ -100,6 +100,14 @@ class Figure:
             out.update(rss_mb=rss_summary(self.samples), samples=self.samples)
         return out
 
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> Figure:
+        """The figure a results file's row was written from (``as_dict`` read back)."""
+        return cls(scenario=row["scenario"], name=row["name"], jobs=row["jobs"],
+                   seconds=list(row["seconds"]), references=tuple(row["references"]),
+                   raw=row["raw"], note=row["note"], unit=row["unit"],
+                   samples=list(row.get("samples", [])))
+
 
 def rss_summary(samples: list[float]) -> dict[str, float]:
     """Start (the first sample), warm (the sample a tenth of the way in: after the

@@ -81,6 +81,38 @@ async def environment(dsn: str, command: str) -> dict[str, Any]:
     }
 
 
+def stamp(env: dict[str, Any], size: str) -> dict[str, str]:
+    """When and on what a scenario runs: its section's line in the results file."""
+    return {"date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": env["commit"], "size": size, "command": env["command"],
+            "load_before": load_average()}
+
+
+def kept_from(json_path: Path, rerun: set[str]) -> tuple[list[Figure], dict[str, dict[str, str]]]:
+    """The figures (and their runs' stamps) of the scenarios not run again, read from a
+    results file written earlier; a file from before per-scenario stamps gets its run's."""
+    try:
+        doc = json.loads(json_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SystemExit(f"--merge: no results file at {json_path} to merge into") from None
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"--merge: cannot read {json_path}: {exc}") from None
+    figures = [Figure.from_dict(row) for row in doc["figures"] if row["scenario"] not in rerun
+               and row["scenario"] in SCENARIOS]
+    env = doc["environment"]
+    whole_run = {"date": env["date"], "commit": env["commit"], "command": env["command"],
+                 "size": "?", "load_before": env.get("load_before", "?"),
+                 "load_after": env.get("load_after", "?")}
+    runs = doc.get("runs", {})
+    return figures, {f.scenario: runs.get(f.scenario, whole_run) for f in figures}
+
+
+def in_scenario_order(figures: list[Figure]) -> list[Figure]:
+    """Figures grouped by scenario in the order the scenarios are registered."""
+    order = {name: i for i, name in enumerate(SCENARIOS)}
+    return sorted(figures, key=lambda f: order[f.scenario])  # stable within a scenario
+
+
 def ratio(fig: Figure, ref: Figure) -> float:
     """The median over runs of the run's ratio: both were measured in the same
     slices of the same run, so the run's load cancels out of each ratio.
@@ -151,14 +183,25 @@ def _spread(fig: Figure) -> str:
     return f"{min(rates):,.0f}–{max(rates):,.0f} (±{(max(rates) - min(rates)) / 2 / fig.rate:.0%})"
 
 
+def _stamp_line(run: dict[str, str] | None) -> list[str]:
+    if run is None:
+        return []
+    size = f", size {run['size']}" if run.get("size", "?") != "?" else ""
+    return [f"*Measured {run['date']} at `{run['commit']}`{size}; load average "
+            f"{run['load_before']} before, {run.get('load_after', '?')} after.*", ""]
+
+
 def markdown(env: dict[str, Any], figures: list[Figure], notes: list[str],
-             extra: str = "") -> str:
+             extra: str = "", runs: dict[str, dict[str, str]] | None = None) -> str:
+    runs = runs or {}
     lines = [
         "# venturi benchmarks",
         "",
         "Produced by `python -m benchmarks run`; do not edit by hand (rerun it). Every venturi",
         "figure sits beside raw asyncpg references measured in the same run on the same",
         "database: absolute numbers move with the machine's load, the ratios are what count.",
+        "A run with `--only X --merge` measures X again and keeps the other sections (each",
+        "section says when, at which commit and under what load it was measured).",
         "",
         "## Machine and versions",
         "",
@@ -177,15 +220,20 @@ def markdown(env: dict[str, Any], figures: list[Figure], notes: list[str],
         f"| venturi | {env['venturi']} |",
         f"| load average (1/5/15 min) | before {env.get('load_before', '?')}, "
         f"after {env.get('load_after', '?')} |",
-        "",
     ]
+    earlier = sorted({r["date"] for r in runs.values()} - {env["date"]})
+    if earlier:
+        lines.append(f"| merged | the rows above are the last run's; sections from earlier runs "
+                     f"({earlier[0]} to {earlier[-1]}) say when and at which commit they ran |")
+    lines.append("")
     by_scenario: dict[str, list[Figure]] = {}
     for fig in figures:
         by_scenario.setdefault(fig.scenario, []).append(fig)
     for name, figs in by_scenario.items():
         sc = SCENARIOS[name]
         by_name = {f.name: f for f in figs}
-        lines += [f"## `{name}`: {sc.title}", "", sc.description, ""]
+        lines += [f"## `{name}`: {sc.title}", "", *_stamp_line(runs.get(name)),
+                  sc.description, ""]
         for unit in dict.fromkeys(f.unit for f in figs):
             lines += [*_table([f for f in figs if f.unit == unit], by_name), ""]
     if notes or extra:
@@ -196,9 +244,10 @@ def markdown(env: dict[str, Any], figures: list[Figure], notes: list[str],
 
 
 def write(out: Path, json_out: Path | None, env: dict[str, Any], figures: list[Figure],
-          notes: list[str], extra: str = "") -> None:
+          notes: list[str], extra: str = "",
+          runs: dict[str, dict[str, str]] | None = None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(markdown(env, figures, notes, extra), encoding="utf-8")
+    out.write_text(markdown(env, figures, notes, extra, runs), encoding="utf-8")
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         by_key = {(f.scenario, f.name): f for f in figures}
@@ -208,5 +257,6 @@ def write(out: Path, json_out: Path | None, env: dict[str, Any], figures: list[F
             row["ratios"] = {r: ratio(f, by_key[(f.scenario, r)]) for r in f.references
                              if (f.scenario, r) in by_key}
             rows.append(row)
-        doc = {"environment": env, "notes": notes, "notes_file": extra, "figures": rows}
+        doc = {"environment": env, "notes": notes, "notes_file": extra, "runs": runs or {},
+               "figures": rows}
         json_out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

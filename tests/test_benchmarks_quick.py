@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from benchmarks.__main__ import main
 from benchmarks.harness import SCENARIOS
 
@@ -56,3 +58,33 @@ def test_quick_size_writes_every_scenario(pg_dsn: str, tmp_path: Path) -> None:
         assert f["name"] in text
     assert "% of raw" in text and "asyncpg" in text and "--size quick" in text
     assert "p99" in text and "RSS" in text
+
+
+def test_a_merged_run_replaces_only_the_scenarios_it_ran(pg_dsn: str, tmp_path: Path) -> None:
+    out, js = tmp_path / "bench.md", tmp_path / "bench.json"
+    main(["run", "--size", "quick", "--only", "enqueue", "--only", "pickup", "--out", str(out),
+          "--json", str(js), "--dsn", pg_dsn])
+    first = json.loads(js.read_text())
+    kept = [f for f in first["figures"] if f["scenario"] == "pickup"]
+
+    main(["run", "--size", "quick", "--only", "enqueue", "--merge", "--out", str(out),
+          "--json", str(js), "--dsn", pg_dsn])
+    doc = json.loads(js.read_text())
+    # pickup's figures come through untouched, with the stamp of the run that measured them
+    assert [f for f in doc["figures"] if f["scenario"] == "pickup"] == kept
+    assert doc["runs"]["pickup"] == first["runs"]["pickup"]
+    enqueue = [f for f in doc["figures"] if f["scenario"] == "enqueue"]
+    assert enqueue and enqueue != [f for f in first["figures"] if f["scenario"] == "enqueue"]
+    assert doc["runs"]["enqueue"]["commit"] and doc["runs"]["enqueue"]["load_after"]
+    # registration order: enqueue's section before pickup's, each stamped
+    text = out.read_text()
+    assert text.index("## `enqueue`") < text.index("## `pickup`")
+    assert text.count("*Measured ") == 2
+    for f in doc["figures"]:
+        assert f["name"] in text
+
+
+def test_merge_without_a_results_file_says_so(pg_dsn: str, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match=r"no results file at .*missing\.json"):
+        main(["run", "--size", "quick", "--only", "enqueue", "--merge", "--out",
+              str(tmp_path / "b.md"), "--json", str(tmp_path / "missing.json"), "--dsn", pg_dsn])
