@@ -120,3 +120,21 @@ async def sign_in(page: Any, base: str, token: str = TOKEN, name: str = "alice")
     await page.fill("input[name=name]", name)
     await page.click("button[type=submit]")
     await page.wait_for_url(f"{base}/")
+
+
+async def signed_in(open_page: Callable[..., Awaitable[Watched]], served: Served) -> Watched:
+    """A page on the dashboard's front page, signed in with the test token."""
+    watched = await open_page(served.url + "/")
+    await sign_in(watched.page, served.url)
+    return watched
+
+
+async def confirm(page: Any, title: str, result: str, *, partial: bool = False) -> None:
+    """Answer the action dialog titled ``title`` and wait for its ``result`` message
+    (the whole text, or ``partial``: text it contains)."""
+    from playwright.async_api import expect
+
+    await expect(page.locator("#confirm-title")).to_have_text(title)
+    await page.click("#confirm")
+    message = expect(page.locator("#result-message"))
+    await (message.to_contain_text(result) if partial else message.to_have_text(result))

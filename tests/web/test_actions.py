@@ -15,7 +15,7 @@ from playwright.async_api import expect
 
 import venturi
 from tests.web import tasks
-from tests.web.conftest import TOKEN, serve, sign_in
+from tests.web.conftest import TOKEN, confirm, serve, signed_in
 from venturi import Outcome, Queue, Status
 from venturi.web import TokenAuth, create_app, filters
 
@@ -37,19 +37,16 @@ async def status_of(queue: Queue, id: str) -> Status | None:
 async def test_retry_selected_dead_jobs(web_queue: Queue, open_page: Any) -> None:
     ids = await dead_jobs(web_queue, 3)
     async with serve(create_app(web_queue, auth=TokenAuth(TOKEN))) as served:
-        w = await open_page(served.url + "/")
+        w = await signed_in(open_page, served)
         page = w.page
-        await sign_in(page, served.url)
         await expect(page.locator(".principal")).to_have_text("token:alice")
         await page.goto(f"{served.url}/jobs?status=dead")
         for id in ids[:2]:
             await page.check(f"input[name=ids][value='{id}']")
         with structlog.testing.capture_logs() as logs:
             await page.click("#retry-selected")
-            await expect(page.locator("#confirm-title")).to_have_text("Retry 2 jobs?")
-            await page.click("#confirm")
-            await expect(page.locator("#result-message")).to_have_text(
-                "Retried 2 of 2 selected jobs (only dead jobs retry).")
+            await confirm(
+                page, "Retry 2 jobs?", "Retried 2 of 2 selected jobs (only dead jobs retry).")
         await page.click("#close-dialog")
         # The list refreshed itself: one dead job left on it.
         await expect(page.locator("#jobs-table tr[data-id]")).to_have_count(1)
@@ -59,10 +56,7 @@ async def test_retry_selected_dead_jobs(web_queue: Queue, open_page: Any) -> Non
 
         await page.check("#select-all")
         await page.click("#cancel-selected")
-        await expect(page.locator("#confirm-title")).to_have_text("Cancel 1 job?")
-        await page.click("#confirm")
-        await expect(page.locator("#result-message")).to_have_text(
-            "Cancelled 1 of 1 selected jobs.")
+        await confirm(page, "Cancel 1 job?", "Cancelled 1 of 1 selected jobs.")
         await page.click("#close-dialog")
         await expect(page.locator("#no-jobs")).to_be_visible()
         assert await status_of(web_queue, ids[2]) is None
@@ -78,17 +72,13 @@ async def test_cancel_every_job_a_subject_filter_matches(web_queue: Queue,
     await web_queue.enqueue_many([tasks.Embed(uri=f"file:///gone/{i}") for i in range(7)])
     kept = await web_queue.enqueue(tasks.Embed(uri="file:///kept/1"))
     async with serve(create_app(web_queue, auth=TokenAuth(TOKEN))) as served:
-        w = await open_page(served.url + "/")
+        w = await signed_in(open_page, served)
         page = w.page
-        await sign_in(page, served.url)
         await page.goto(f"{served.url}/jobs?subject=file:///gone")
         await expect(page.locator("#retry-all")).to_have_count(0)
         await page.click("#cancel-all")
-        await expect(page.locator("#confirm-title")).to_have_text(
-            "Cancel 7 jobs matching the filter?")
-        await page.click("#confirm")
-        await expect(page.locator("#result-message")).to_have_text(
-            "Cancelled 7 jobs matching the filter.")
+        await confirm(
+            page, "Cancel 7 jobs matching the filter?", "Cancelled 7 jobs matching the filter.")
     assert await web_queue.count(subject="file:///gone") == 0
     assert await status_of(web_queue, str(kept.id)) is Status.PENDING
 
@@ -97,9 +87,8 @@ async def test_a_confirmed_cancel_leaves_jobs_that_arrived_after_the_dialog(
         web_queue: Queue, open_page: Any) -> None:
     before = await web_queue.enqueue_many([tasks.Gated() for _ in range(5)])
     async with serve(create_app(web_queue, auth=TokenAuth(TOKEN))) as served:
-        w = await open_page(served.url + "/")
+        w = await signed_in(open_page, served)
         page = w.page
-        await sign_in(page, served.url)
         await page.goto(f"{served.url}/jobs?kind=web.gated&status=pending")
         await page.click("#cancel-all")
         await expect(page.locator("#confirm-title")).to_have_text(
@@ -116,20 +105,16 @@ async def test_retry_every_dead_job_of_a_kind_from_the_job_page_and_the_filter(
         web_queue: Queue, open_page: Any) -> None:
     ids = await dead_jobs(web_queue, 4)
     async with serve(create_app(web_queue, auth=TokenAuth(TOKEN))) as served:
-        w = await open_page(served.url + "/")
+        w = await signed_in(open_page, served)
         page = w.page
-        await sign_in(page, served.url)
         await page.goto(f"{served.url}/jobs/{ids[0]}")
         await page.click("#retry-job")
         await page.click("#confirm")
         await expect(page.locator("#result-message")).to_contain_text("Retried 1 of 1")
         await page.goto(f"{served.url}/jobs?kind=web.doomed&status=dead")
         await page.click("#retry-all")
-        await expect(page.locator("#confirm-title")).to_have_text(
-            "Retry 3 jobs matching the filter?")
-        await page.click("#confirm")
-        await expect(page.locator("#result-message")).to_have_text(
-            "Retried 3 jobs matching the filter.")
+        await confirm(
+            page, "Retry 3 jobs matching the filter?", "Retried 3 jobs matching the filter.")
     assert {await status_of(web_queue, i) for i in ids} == {Status.PENDING}
 
 
@@ -149,28 +134,21 @@ async def test_act_on_every_job_a_time_range_matches(web_queue: Queue, open_page
     new_dead = await dead_jobs(web_queue, 2)
     pending = [str(i) for i in await web_queue.enqueue_many([tasks.Gated() for _ in range(4)])]
     async with serve(create_app(web_queue, auth=TokenAuth(TOKEN))) as served:
-        w = await open_page(served.url + "/")
+        w = await signed_in(open_page, served)
         page = w.page
-        await sign_in(page, served.url)
         await page.goto(f"{served.url}/jobs?status=dead&until={bound}")
         await expect(page.locator("#match-count")).to_have_attribute("data-total", "3")
         await page.click("#retry-all")
-        await expect(page.locator("#confirm-title")).to_have_text(
-            "Retry 3 jobs matching the filter?")
-        await page.click("#confirm")
-        await expect(page.locator("#result-message")).to_have_text(
-            "Retried 3 jobs matching the filter.")
+        await confirm(
+            page, "Retry 3 jobs matching the filter?", "Retried 3 jobs matching the filter.")
         assert [await status_of(web_queue, i) for i in old_dead + new_dead] == [
             Status.PENDING] * 3 + [Status.DEAD] * 2
 
         await page.goto(f"{served.url}/jobs?until={bound}")
         await expect(page.locator("#match-count")).to_have_attribute("data-total", "3")
         await page.click("#cancel-all")
-        await expect(page.locator("#confirm-title")).to_have_text(
-            "Cancel 3 jobs matching the filter?")
-        await page.click("#confirm")
-        await expect(page.locator("#result-message")).to_have_text(
-            "Cancelled 3 jobs matching the filter.")
+        await confirm(
+            page, "Cancel 3 jobs matching the filter?", "Cancelled 3 jobs matching the filter.")
 
         await page.goto(f"{served.url}/jobs?since={bound}")
         await expect(page.locator("#match-count")).to_have_attribute("data-total", "6")
@@ -186,16 +164,12 @@ async def test_a_subject_narrowed_by_status_cancels_only_its_matches(
     waiting = await web_queue.enqueue_many([tasks.Embed(uri=f"file:///mixed/w{i}")
                                             for i in range(2)])
     async with serve(create_app(web_queue, auth=TokenAuth(TOKEN))) as served:
-        w = await open_page(served.url + "/")
+        w = await signed_in(open_page, served)
         page = w.page
-        await sign_in(page, served.url)
         await page.goto(f"{served.url}/jobs?subject=file:///mixed&status=completed")
         await page.click("#cancel-all")
-        await expect(page.locator("#confirm-title")).to_have_text(
-            "Cancel 3 jobs matching the filter?")
-        await page.click("#confirm")
-        await expect(page.locator("#result-message")).to_have_text(
-            "Cancelled 3 jobs matching the filter.")
+        await confirm(
+            page, "Cancel 3 jobs matching the filter?", "Cancelled 3 jobs matching the filter.")
     assert await web_queue.count(subject="file:///mixed") == 2
     assert {await status_of(web_queue, str(i)) for i in waiting} == {Status.PENDING}
 
@@ -205,18 +179,14 @@ async def test_drain_a_worker_from_the_workers_page(web_queue: Queue, open_page:
     runner = asyncio.create_task(worker.run())
     try:
         async with serve(create_app(web_queue, auth=TokenAuth(TOKEN))) as served:
-            w = await open_page(served.url + "/")
+            w = await signed_in(open_page, served)
             page = w.page
-            await sign_in(page, served.url)
             await page.goto(f"{served.url}/workers")
             row = page.locator("tr[data-worker='web-drain-me']")
             with structlog.testing.capture_logs() as logs:
                 await row.locator("button.drain").click()
-                await expect(page.locator("#confirm-title")).to_have_text(
-                    "Drain worker web-drain-me?")
-                await page.click("#confirm")
-                await expect(page.locator("#result-message")).to_have_text(
-                    "Asked worker web-drain-me to drain.")
+                await confirm(
+                    page, "Drain worker web-drain-me?", "Asked worker web-drain-me to drain.")
                 await asyncio.wait_for(runner, 30)  # the worker really stopped
             assert worker.exit_code == 0
             assert any(e["event"] == "dashboard_action" and e["worker"] == "web-drain-me"

@@ -14,7 +14,7 @@ from playwright.async_api import expect
 
 import venturi
 from tests.web import tasks
-from tests.web.conftest import TOKEN, serve, sign_in
+from tests.web.conftest import TOKEN, confirm, serve, sign_in, signed_in
 from venturi import Queue
 from venturi.web import TokenAuth, create_app
 
@@ -36,9 +36,8 @@ async def test_pause_limit_clear_and_resume_from_the_kinds_page(web_queue: Queue
     await declared(web_queue)
     await web_queue.enqueue(tasks.Limited())
     async with serve(create_app(web_queue, auth=TokenAuth(TOKEN))) as served:
-        w = await open_page(served.url + "/")
+        w = await signed_in(open_page, served)
         page = w.page
-        await sign_in(page, served.url)
         await page.click("nav >> text=Kinds")
         await page.wait_for_url(f"{served.url}/kinds")
         await page.wait_for_load_state()  # htmx has taken the forms over
@@ -50,9 +49,7 @@ async def test_pause_limit_clear_and_resume_from_the_kinds_page(web_queue: Queue
 
         with structlog.testing.capture_logs() as logs:
             await row.locator("button.pause").click()
-            await expect(page.locator("#confirm-title")).to_have_text("Pause web.limited?")
-            await page.click("#confirm")
-            await expect(page.locator("#result-message")).to_contain_text("Paused web.limited")
+            await confirm(page, "Pause web.limited?", "Paused web.limited", partial=True)
         await page.click("#close-dialog")
         await expect(row.locator("[data-col=state]")).to_have_text("paused")  # refreshed itself
         await expect(row.locator("[data-col=held]")).to_have_text("paused by an operator")
@@ -69,10 +66,8 @@ async def test_pause_limit_clear_and_resume_from_the_kinds_page(web_queue: Queue
         await page.click("#close-dialog")
         await row.locator("input[name=rate]").fill("10/s")
         await row.locator("button.set-limits").click()
-        await expect(page.locator("#confirm-title")).to_have_text("Set the limits of web.limited?")
-        await page.click("#confirm")
-        await expect(page.locator("#result-message")).to_have_text(
-            "Set web.limited: concurrency 5, rate 10/s.")
+        await confirm(
+            page, "Set the limits of web.limited?", "Set web.limited: concurrency 5, rate 10/s.")
         await page.click("#close-dialog")
         await expect(row.locator("[data-col=concurrency]")).to_have_text("5 (operator; code 2)")
         await expect(row.locator("[data-col=rate]")).to_have_text("10/s (operator; code 100/m)")

@@ -11,7 +11,7 @@ from playwright.async_api import expect
 
 import venturi
 from tests.web import tasks
-from tests.web.conftest import TOKEN, serve, sign_in
+from tests.web.conftest import TOKEN, confirm, serve, signed_in
 from venturi import Queue
 from venturi.web import TokenAuth, create_app
 
@@ -37,9 +37,8 @@ async def test_a_workflow_page_draws_its_steps_in_layers_and_cancels_them(
         web_queue: Queue, open_page: Any) -> None:
     id, steps = await half_done(web_queue)
     async with serve(create_app(web_queue, auth=TokenAuth(TOKEN))) as served:
-        w = await open_page(served.url + "/")
+        w = await signed_in(open_page, served)
         page = w.page
-        await sign_in(page, served.url)
         await page.goto(f"{served.url}/workflows/{id}")
         graph = page.locator("#workflow-graph")
         layers = {name: await graph.locator(f"g[data-step={name}]").get_attribute("data-layer")
@@ -65,11 +64,8 @@ async def test_a_workflow_page_draws_its_steps_in_layers_and_cancels_them(
         await page.wait_for_load_state()
 
         await page.click("#cancel-workflow")
-        await expect(page.locator("#confirm-title")).to_have_text(
-            "Cancel the workflow's unfinished steps?")
-        await page.click("#confirm")
-        await expect(page.locator("#result-message")).to_have_text(
-            "Cancelled 2 unfinished steps of the workflow.")
+        await confirm(page, "Cancel the workflow's unfinished steps?",
+                      "Cancelled 2 unfinished steps of the workflow.")
         assert w.errors == []
     state = await web_queue.workflow(id)
     assert state is not None and state.counts() == {"completed": 2, "gone": 2}
