@@ -19,11 +19,17 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
+from venturi import Queue
+from venturi.store.postgres import PostgresStore
+
 from .ci import unavailable
+from .conftest import drop_prefix, new_prefix
 
 PG_BIN = Path(os.environ.get("VENTURI_PG_BIN", "/usr/lib/postgresql/15/bin"))
 OS_USER = "postgres"
@@ -113,3 +119,18 @@ def private_pg(request: pytest.FixtureRequest) -> PrivateCluster:
     if not _cluster.running():
         _cluster.start()
     return _cluster
+
+
+@asynccontextmanager
+async def queue_on(cluster: PrivateCluster, *, max_size: int) -> AsyncIterator[Queue]:
+    """A migrated queue of a fresh prefix on ``cluster``; its tables are dropped after,
+    if the cluster is up by then (a test may leave it stopped)."""
+    prefix = new_prefix()
+    store = await PostgresStore.connect(cluster.dsn, prefix=prefix, max_size=max_size)
+    await store.migrate()
+    try:
+        yield Queue(store)
+    finally:
+        await store.close()
+        if cluster.running():
+            await drop_prefix(cluster.dsn, prefix)

@@ -9,12 +9,10 @@ from typing import Any
 import pytest
 from playwright.async_api import expect
 
-from tests.conftest import drop_prefix, new_prefix
-from tests.faults_cluster import PrivateCluster, private_pg
+from tests.faults_cluster import PrivateCluster, private_pg, queue_on
 from tests.web import tasks
 from tests.web.conftest import serve
 from venturi import Queue
-from venturi.store.postgres import PostgresStore
 from venturi.web import DashboardOptions, create_app
 
 __all__ = ["private_pg"]
@@ -23,15 +21,8 @@ pytestmark = [pytest.mark.faults, pytest.mark.timeout(180)]
 
 @pytest.fixture
 async def outage_queue(private_pg: PrivateCluster) -> AsyncIterator[Queue]:
-    prefix = new_prefix()
-    store = await PostgresStore.connect(private_pg.dsn, prefix=prefix, max_size=4)
-    await store.migrate()
-    try:
-        yield Queue(store)
-    finally:
-        await store.close()
-        if private_pg.running():
-            await drop_prefix(private_pg.dsn, prefix)
+    async with queue_on(private_pg, max_size=4) as queue:
+        yield queue
 
 
 async def test_a_banner_while_the_database_is_away(private_pg: PrivateCluster,

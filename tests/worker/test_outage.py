@@ -21,8 +21,8 @@ from venturi import Outcome, Queue, Status
 from venturi.errors import ConfigError
 from venturi.store.postgres import PostgresStore
 
-from ..conftest import drop_prefix, new_prefix, wait_for
-from ..faults_cluster import PrivateCluster, private_pg  # noqa: F401
+from ..conftest import wait_for
+from ..faults_cluster import PrivateCluster, private_pg, queue_on  # noqa: F401
 from .conftest import SideTable, WorkerProcess, running, worker_up
 from .proctasks import Long, side_ddl
 
@@ -50,15 +50,8 @@ class Held(venturi.Task, kind="wo.held", lease=dt.timedelta(seconds=9)):
 
 @pytest.fixture
 async def outage_queue(private_pg: PrivateCluster) -> AsyncIterator[Queue]:  # noqa: F811
-    prefix = new_prefix()
-    store = await PostgresStore.connect(private_pg.dsn, prefix=prefix, max_size=10)
-    await store.migrate()
-    try:
-        yield Queue(store)
-    finally:
-        await store.close()
-        if private_pg.running():
-            await drop_prefix(private_pg.dsn, prefix)
+    async with queue_on(private_pg, max_size=10) as queue:
+        yield queue
 
 
 def count(logs: list[dict[str, Any]], event: str) -> int:
