@@ -1,4 +1,4 @@
-"""The public surface and the direction of imports (STYLE habits 1 and 2)."""
+"""The public surface and the direction of imports (one public surface, imports pointing one way)."""
 
 from __future__ import annotations
 
