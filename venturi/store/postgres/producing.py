@@ -51,6 +51,11 @@ def dedup_lock_key(prefix: str, kind: str, key: str) -> str:
 
 
 class Producing(Operations):
+    # A job with this many unfinished dependencies or more counts them through shards
+    # (sql/0008_workflows_fanin.sql): below it, on its own row. Tests lower it to run
+    # the shards on small graphs.
+    fanin_shard_at = 64
+
     async def enqueue(
         self, jobs: Sequence[NewJob], *, merge: MergeFn | None = None, conn: Any = None
     ) -> list[Enqueued]:
@@ -120,7 +125,7 @@ class Producing(Operations):
             [j.trace_context for j in jobs],
             rows.encode([(str(j.id), str(a)) for j in jobs for a in j.after]),
             [j.run_on_failure for j in jobs], [j.limit_key for j in jobs],
-            on=on, keep=True,
+            self.fanin_shard_at, on=on, keep=True,
         )
 
     async def _copy(self, on: Executor | None, columns: Sequence[str],
