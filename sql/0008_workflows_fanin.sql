@@ -1,4 +1,5 @@
--- venturi schema, version 8: a large fan-in counted through shards. Forward-only.
+-- venturi schema, version 8: a large fan-in counted through shards; a workflow's record
+-- goes with its last step. Forward-only.
 --
 -- A job waiting for many dependencies (a workflow's join) used to count them down on
 -- its own row: every finishing dependency updated that one row, so the settles of a
@@ -28,12 +29,28 @@ CREATE TABLE IF NOT EXISTS {prefix}dependency_shards (
     PRIMARY KEY (job_id, shard)
 ) WITH (fillfactor = 50);  -- room on the page for the updates' new versions (HOT)
 
--- A job's edges and shards go with it (cancel, cleanup, retention).
+-- The workflow a job is a step of (queue.enqueue_workflow sets it; NULL for every other
+-- job: nullable without a default, so adding it rewrites no row, and no index).
+ALTER TABLE {prefix}jobs ADD COLUMN IF NOT EXISTS workflow_id uuid;
+
+-- A job's edges and shards go with it (cancel, cleanup, retention), and so does a
+-- workflow's record with its last step, in the same statement: queue.workflow(id)
+-- answers as long as one of its steps is there (docs/operations/retention.md). The
+-- steps still there are probed by primary key (the record lists them), and only for
+-- the workflows the statement removed steps of.
 CREATE OR REPLACE FUNCTION {prefix}dependencies_follow_jobs() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
+DECLARE
+    wf uuid;
 BEGIN
     DELETE FROM {prefix}dependencies WHERE job_id IN (SELECT id FROM gone);
     DELETE FROM {prefix}dependency_shards WHERE job_id IN (SELECT id FROM gone);
+    FOR wf IN SELECT DISTINCT workflow_id FROM gone WHERE workflow_id IS NOT NULL LOOP
+        DELETE FROM {prefix}workflows AS w WHERE w.id = wf AND NOT EXISTS (
+            SELECT 1 FROM {prefix}jobs AS j
+            WHERE j.id = ANY (ARRAY(SELECT (s ->> 1)::uuid
+                                    FROM jsonb_array_elements(w.steps) AS s)));
+    END LOOP;
     RETURN NULL;
 END
 $fn$;
@@ -47,6 +64,9 @@ DECLARE
     failed boolean;
     kinds text[];
     ids uuid[];
+    direct uuid[];
+    sharded uuid[];
+    shard_nos integer[];
 BEGIN
     IF TG_OP = 'DELETE' THEN
         -- A cancel: the time its statement set (the store's clock), else the database's.
@@ -105,27 +125,31 @@ BEGIN
 
     -- Dependents that move on: the count down by one, visible when it reaches 0.
     -- shards: an edge in a shard counts down its shard's row, and the job's row only
-    -- when that shard reaches 0.
-    WITH edges AS (
-        SELECT e.job_id, e.shard FROM {prefix}dependencies AS e
-        JOIN {prefix}jobs AS j ON j.id = e.job_id
-        WHERE e.after_id = parent AND j.status = 'pending' AND j.waiting > 0
-          AND (NOT failed OR e.run_on_failure)
-    ), closed AS (
-        UPDATE {prefix}dependency_shards AS s SET waiting = s.waiting - 1
-        FROM edges AS e
-        WHERE s.job_id = e.job_id AND s.shard = e.shard AND s.waiting > 0
-        RETURNING s.job_id, s.waiting
-    ), down AS (
-        SELECT job_id FROM edges WHERE shard IS NULL
-        UNION ALL
-        SELECT job_id FROM closed WHERE waiting = 0
-    ), moved AS (
+    -- when that shard reaches 0. Each step reaches its rows by primary key from the
+    -- ids the previous one read: joined to the jobs table instead, a statement let the
+    -- planner start from every pending job (the claim index), a scan of the whole fan
+    -- for each of its settles (benchmarks/results-workflows.md).
+    SELECT coalesce(array_agg(job_id) FILTER (WHERE shard IS NULL), '{}'),
+           coalesce(array_agg(job_id) FILTER (WHERE shard IS NOT NULL), '{}'),
+           coalesce(array_agg(shard) FILTER (WHERE shard IS NOT NULL), '{}')
+      INTO direct, sharded, shard_nos
+      FROM {prefix}dependencies
+     WHERE after_id = parent AND (NOT failed OR run_on_failure);
+    IF cardinality(sharded) > 0 THEN
+        WITH closed AS (
+            UPDATE {prefix}dependency_shards AS s SET waiting = s.waiting - 1
+            FROM unnest(sharded, shard_nos) AS e(job_id, shard)
+            WHERE s.job_id = e.job_id AND s.shard = e.shard AND s.waiting > 0
+            RETURNING s.job_id, s.waiting
+        )
+        SELECT direct || coalesce(array_agg(job_id) FILTER (WHERE waiting = 0), '{}')
+          INTO direct FROM closed;
+    END IF;
+    WITH moved AS (
         UPDATE {prefix}jobs AS j SET
             waiting = j.waiting - 1,
             visible_at = CASE WHEN j.waiting = 1 THEN at ELSE j.visible_at END
-        FROM down
-        WHERE j.id = down.job_id AND j.status = 'pending' AND j.waiting > 0
+        WHERE j.id = ANY (direct) AND j.status = 'pending' AND j.waiting > 0
         RETURNING j.kind, j.waiting
     )
     SELECT array_agg(DISTINCT kind) FILTER (WHERE waiting = 0) INTO kinds FROM moved;
@@ -134,8 +158,8 @@ BEGIN
     IF failed THEN
         WITH doomed AS (
             UPDATE {prefix}jobs AS j SET status = 'dead', finished_at = at, waiting = 0
-            FROM {prefix}dependencies AS e
-            WHERE e.after_id = parent AND j.id = e.job_id AND NOT e.run_on_failure
+            WHERE j.id = ANY (ARRAY(SELECT job_id FROM {prefix}dependencies
+                                    WHERE after_id = parent AND NOT run_on_failure))
               AND j.status = 'pending' AND j.waiting > 0
             RETURNING j.id, j.kind, j.run_count
         ), entries AS (
