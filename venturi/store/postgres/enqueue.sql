@@ -111,7 +111,8 @@ wake AS (
 -- name: insert_waiting
 -- Jobs of which some wait for others (docs/concepts/workflows.md), in one statement:
 -- $2.. the rows as insert_many's, $14 the edges [[job, dependency], ...], $15 each
--- row's after_failure="run", $16 its limit_key and $17 the fan-in counted in shards. A dependency outside the batch is locked (in id order, as
+-- row's after_failure="run", $16 its limit_key, $17 the fan-in counted in shards and
+-- $18 the workflow of every row (NULL outside enqueue_workflow). A dependency outside the batch is locked (in id order, as
 -- settles lock theirs) and marked has_dependents, and its status read as that lock
 -- leaves it: finished before, it counts as done (or failed); finishing after, its
 -- settle's trigger sees this job (sql/0004_results.sql). A dependency inside the batch
@@ -169,7 +170,8 @@ WITH RECURSIVE input AS (
 ), ins AS (
     INSERT INTO {prefix}jobs (id, kind, payload, priority, created_at, visible_at,
                               max_failures, carry, dedup_key, subject, periodic, trace_context,
-                              limit_key, status, finished_at, waiting, has_dependents)
+                              limit_key, status, finished_at, waiting, has_dependents,
+                              workflow_id)
     SELECT i.id, i.kind, i.payload::jsonb, i.priority, {now},
            CASE WHEN i.id IN (SELECT id FROM doomed) THEN {now}
                 WHEN u.n > 0 THEN '9999-12-31 00:00:00+00'::timestamptz
@@ -180,7 +182,7 @@ WITH RECURSIVE input AS (
            CASE WHEN i.id IN (SELECT id FROM doomed) THEN {now} END,
            CASE WHEN i.id IN (SELECT id FROM doomed) THEN 0
                 ELSE coalesce(u.shards, u.n, 0) END,
-           i.id IN (SELECT after_id FROM edges)
+           i.id IN (SELECT after_id FROM edges), $18::uuid
     FROM input AS i LEFT JOIN unfinished AS u ON u.job_id = i.id
     RETURNING id, kind, status, visible_at, run_count
 ), links AS (
