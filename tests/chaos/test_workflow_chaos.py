@@ -1,5 +1,5 @@
 """A 1,000-step workflow (fan-out, fan-in and chains) run by real ``venturi worker``
-processes that are SIGKILLed and replaced every second and a half
+processes, one SIGKILLed (and replaced) at every 100 steps completed up to 800
 (docs/concepts/workflows.md): it completes, each step settled once, and no step ran
 before every step it waits for had completed.
 
@@ -23,8 +23,8 @@ from venturi.store.postgres import PostgresStore
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 SIZE = Size(jobs=1_000, window=0.0, workers=4, concurrency=4)
-KILL_EVERY = 1.5
-MIN_KILLS = 5
+KILL_AT = [100 * k for k in range(1, 9)]  # completed steps: a SIGKILL at each
+KILL_GAP = 0.5  # seconds at least between two kills
 
 
 def thousand_steps() -> venturi.Workflow:
@@ -67,23 +67,25 @@ async def test_workflow_completes_through_sigkilled_workers(
             return n
 
         deadline = time.monotonic() + 90
-        next_kill = time.monotonic() + KILL_EVERY
+        next_kill = 0.0
         while (done := await completed()) < SIZE.jobs:
             assert time.monotonic() < deadline, (
                 f"{done} of {SIZE.jobs} steps completed after {result.kills} kills: "
                 f"{(await queue.workflow(workflow)).counts()}")  # type: ignore[union-attr]
             fleet.check()
-            # Kill while work is left, so every kill can land on steps in flight.
-            if time.monotonic() >= next_kill and done < SIZE.jobs * 0.9:
+            # A kill at each milestone of progress, however fast the machine, and while
+            # work is left, so that each can land on steps in flight.
+            if result.kills < len(KILL_AT) and done >= KILL_AT[result.kills] \
+                    and time.monotonic() >= next_kill:
                 fleet.kill_one(rng)
-                next_kill = time.monotonic() + KILL_EVERY
+                next_kill = time.monotonic() + KILL_GAP
             await asyncio.sleep(0.05)
         await fleet.stop(driver)
         await verify(driver, prefix, result)
         print(result.block())
 
         # The kills happened and hit steps in flight (their runs were recovered).
-        assert result.kills >= MIN_KILLS, result.kills
+        assert result.kills == len(KILL_AT), result.kills
         recovered = await driver.fetchval(
             f"SELECT count(*) FROM {prefix}journal WHERE outcome = 'stale-recovered'")
         assert recovered > 0
