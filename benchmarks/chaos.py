@@ -310,7 +310,7 @@ async def _inject(fleet: Fleet, driver: Driver, restart: Callable[[], None], siz
             result.terminated_listen += listen
 
 
-async def _verify(driver: Driver, prefix: str, result: ChaosResult) -> None:
+async def verify(driver: Driver, prefix: str, result: ChaosResult) -> None:
     jobs, journal, side = f"{prefix}jobs", f"{prefix}journal", f"{prefix}side"
     q = driver.fetchval
     result.completed = await q(f"SELECT count(*) FROM {jobs} WHERE status = 'completed'")
@@ -364,7 +364,7 @@ async def chaos(dsn: str, restart: Callable[[], None], size: Size, *, logdir: Pa
             await asyncio.sleep(0.2)
         await fleet.stop(driver)
         result.wall = time.monotonic() - began
-        await _verify(driver, prefix, result)
+        await verify(driver, prefix, result)
         result.recovered_logged = fleet.count_logged("job_recovered")
         result.settle_refused_logged = fleet.count_logged("settle_refused")
         return result

@@ -178,7 +178,7 @@ async def fresh_prefix(dsn: str) -> AsyncIterator[str]:
 def drop_statements(prefix: str, *extra_tables: str) -> list[str]:
     """What removes a prefix's queue: its tables (and ``extra_tables``) and functions."""
     tables = (*extra_tables, "journal", "jobs", "workers", "migrations", "tallies", "kinds",
-              "kind_starts", "dependencies", "workflows")
+              "kind_starts", "dependencies", "dependency_shards", "workflows")
     return [*(f"DROP TABLE IF EXISTS {prefix}{t} CASCADE" for t in tables),
             *(f"DROP FUNCTION IF EXISTS {prefix}{f}()" for f in (
                 "tally_jobs", "follow_dependencies", "dependencies_follow_jobs"))]

@@ -77,26 +77,38 @@ def cancel(
         help="Job ids to cancel.", show_default=False)] = None,
     subject: Annotated[str | None, typer.Option(
         help="Cancel every job in this subject's subtree instead.")] = None,
+    workflow: Annotated[str | None, typer.Option(
+        help="Cancel the unfinished steps of this workflow (its id) instead.")] = None,
     yes: Annotated[bool, typer.Option(
         "--yes", "-y", help="Do not ask when more than one job would go.")] = False,
     dsn: DsnOption = None, prefix: PrefixOption = None, json: JsonOption = False,
 ) -> None:
-    """Delete jobs by id or by subject subtree; running ones are stopped by their workers."""
+    """Delete jobs by id, by subject subtree or a workflow's unfinished steps; running ones
+    are stopped by their workers."""
     s = session(ctx, dsn, prefix, json)
-    if bool(ids) == (subject is not None):
-        fail("give job ids or --subject URI (one of the two)", code=USAGE)
+    if bool(ids) + (subject is not None) + (workflow is not None) != 1:
+        fail("give job ids, --subject URI or --workflow ID (one of the three)", code=USAGE)
+    if workflow is not None:
+        params.uuid_value(workflow, "--workflow")
     if subject is not None and not subject.strip("/").strip():
         fail("--subject: empty after stripping '/': refusing to match every job", code=USAGE)
 
     async def would_go(queue: venturi.Queue) -> int:
         if subject is not None:
             return await queue.count(subject=subject)
+        if workflow is not None:
+            found = await queue.workflow(workflow)
+            if found is None:
+                fail(f"unknown workflow id {workflow} in queue {s.prefix} (nothing changed)")
+            return sum(1 for step in found.steps
+                       if step.status in (venturi.Status.PENDING, venturi.Status.CLAIMED))
         await _require_jobs(queue, ids or [])
         return len(set(ids or []))
 
     n = s.run(would_go)
     if n > 1 and not yes:
-        what = f"in subtree {subject}" if subject is not None else "given"
+        what = (f"in subtree {subject}" if subject is not None
+                else f"of workflow {workflow}" if workflow is not None else "given")
         try:
             confirmed = typer.confirm(f"Cancel {n} jobs {what}?", err=True)
         except typer.Abort:  # no answer: end of input, or Ctrl-C at the prompt
@@ -108,6 +120,8 @@ def cancel(
     async def go(queue: venturi.Queue) -> int:
         if subject is not None:
             return await queue.cancel(subject=subject)
+        if workflow is not None:
+            return await queue.cancel(workflow=workflow)
         return await queue.cancel(ids=ids or [])
 
     removed = s.run(go) if n else 0

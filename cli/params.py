@@ -1,11 +1,12 @@
 """Option values that need more than Typer's types: durations, priorities,
-statuses, kind lists, retention rules, the prefetch window. A bad value is a usage error naming the
-option (exit 2), raised before anything touches the database."""
+statuses, ids, kind lists, retention rules, the prefetch window. A bad value is a
+usage error naming the option (exit 2), raised before anything touches the database."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any, Literal
+from uuid import UUID
 
 import orjson
 
@@ -24,6 +25,13 @@ def duration(value: str, option: str) -> timedelta:
 
 def optional_duration(value: str | None, option: str) -> timedelta | None:
     return None if value is None else duration(value, option)
+
+
+def uuid_value(value: str, option: str) -> UUID:
+    try:
+        return UUID(value)
+    except ValueError:
+        fail(f"{option}: {value!r} is not a UUID", code=USAGE)
 
 
 def priority(value: str | None, option: str = "--priority") -> venturi.Priority | None:

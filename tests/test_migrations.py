@@ -19,9 +19,9 @@ from venturi.store import _sql
 from venturi.store.postgres import PostgresStore
 
 MIGRATIONS = ["0001_init.sql", "0002_storage.sql", "0003_kinds.sql", "0004_results.sql",
-              "0005_trace.sql", "0006_tallies.sql"]
+              "0005_trace.sql", "0006_tallies.sql", "0008_workflows_fanin.sql"]
 TABLES = {"jobs", "journal", "workers", "migrations", "tallies", "kinds", "kind_starts",
-          "dependencies", "workflows"}
+          "dependencies", "workflows", "dependency_shards"}
 # Storage parameters (0001 and 0002_storage.sql): autovacuum after a small absolute
 # churn on the two queue tables, room on the workers' pages for HOT heartbeats.
 _CHURN = {
@@ -33,13 +33,16 @@ _CHURN = {
 }
 # 0006_tallies.sql: room on the tally's pages, each finishing statement updates a row.
 TALLY_FILL = ("tallies", "fillfactor", "50")
-STORAGE = {("jobs", "fillfactor", "80"), ("workers", "fillfactor", "50"), TALLY_FILL} | {
+SHARD_FILL = ("dependency_shards", "fillfactor", "50")  # 0008_workflows_fanin.sql
+STORAGE = {("jobs", "fillfactor", "80"), ("workers", "fillfactor", "50"), TALLY_FILL,
+           SHARD_FILL} | {
     (table, name, value) for table in ("jobs", "journal") for name, value in _CHURN}
 INDEXES = {
     "jobs_pkey", "jobs_claim", "jobs_expiry", "jobs_dedup", "jobs_finished", "jobs_dead",
     "jobs_subject", "jobs_periodic", "journal_pkey", "journal_job", "workers_pkey",
     "migrations_pkey", "tallies_pkey", "kinds_pkey", "kind_starts_window",
     "dependencies_pkey", "dependencies_job", "workflows_pkey",
+    "dependency_shards_pkey",  # 0008_workflows_fanin.sql
 }
 CHECKS = {
     "jobs_priority", "jobs_status", "jobs_run_count", "jobs_failure_count", "jobs_max_failures",
@@ -139,7 +142,8 @@ async def test_migrate_creates_the_schema_once(pg_dsn: str, fresh: str) -> None:
         "claim_expires_at", "claimed_by", "finished_at", "run_count", "failure_count",
         "max_failures", "carry", "dedup_key", "subject", "periodic", "trace_context",
         "limit_key",  # 0003_kinds.sql
-        "result", "waiting", "has_dependents"}  # 0004_results.sql
+        "result", "waiting", "has_dependents",  # 0004_results.sql
+        "workflow_id"}  # 0008_workflows_fanin.sql
 
 
 async def test_concurrent_migrators_apply_once(pg_dsn: str, fresh: str) -> None:
@@ -176,7 +180,7 @@ async def test_storage_parameters_keep_what_an_operator_set(pg_dsn: str, fresh: 
         async with store.pool.acquire() as conn:
             # Back to version 1, as an operator had it, with two settings of their own.
             await conn.execute(f"DELETE FROM {fresh}migrations WHERE version = 2")
-            for table, name, _ in STORAGE - {("jobs", "fillfactor", "80"), TALLY_FILL}:
+            for table, name, _ in STORAGE - {("jobs", "fillfactor", "80"), TALLY_FILL, SHARD_FILL}:
                 await conn.execute(f"ALTER TABLE {fresh}{table} RESET ({name})")
             await conn.execute(f"ALTER TABLE {fresh}jobs SET (autovacuum_vacuum_threshold = 5000,"
                                " autovacuum_vacuum_cost_delay = 0)")

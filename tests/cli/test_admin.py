@@ -170,3 +170,36 @@ def test_enqueue_reports_a_dedup_merge(cli: Cli) -> None:
     second = cli.ok("enqueue", "cli.refresh", "--app", APP, "--payload", '{"uri": "file:///r"}')
     assert second.stdout.strip() == f"merged into pending job {first['id']} (cli.refresh)"
     assert _count(cli) == 1
+
+
+def test_cancel_workflow_removes_its_unfinished_steps_only(cli: Cli) -> None:
+    async def setup(q: venturi.Queue) -> tuple[str, str]:
+        wf = venturi.Workflow("doc")
+        first = wf.add(Echo(uri="file:///wf/1"), name="embed")
+        summarize = wf.add(Echo(uri="file:///wf/2"), after=[first], name="summarize")
+        wf.add(Echo(uri="file:///wf/3"), after=[summarize], name="index")
+        id = await q.enqueue_workflow(wf)
+        await settle(q, "cli.echo", Action.COMPLETE)  # embed (the only step visible)
+        await q.enqueue(Echo(uri="file:///other"))
+        return str(id), str(first.id)
+
+    id, first = cli.do(setup)
+    refused = cli("cancel", "--workflow", id, input="n\n")
+    assert refused.exit_code == 1 and f"Cancel 2 jobs of workflow {id}?" in refused.stderr
+    assert _count(cli) == 4
+    doc = json.loads(cli.ok("cancel", "--workflow", id, "--yes", "--json").stdout)
+    assert doc == {"removed": 2}
+    state = cli.do(lambda q: q.workflow(id))
+    assert [s.status for s in state.steps] == [venturi.Status.COMPLETED, None, None]
+    assert state.steps[0].id == uuid.UUID(first)
+    assert _count(cli) == 2  # the completed step and the job outside the workflow
+    # Nothing left to cancel: no question, nothing removed.
+    assert cli.ok("cancel", "--workflow", id).stdout.strip() == "removed 0 jobs"
+
+    unknown = str(uuid.uuid4())
+    line = one_line_error(cli("cancel", "--workflow", unknown, "--json"))
+    assert f"unknown workflow id {unknown}" in line and "nothing changed" in line
+    assert "not a UUID" in one_line_error(cli("cancel", "--workflow", "wf-1"), code=2)
+    one_line_error(cli("cancel", "--workflow", id, "--subject", "file:///wf"), code=2)
+    one_line_error(cli("cancel", first, "--workflow", id), code=2)
+    assert _count(cli) == 2

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -69,6 +69,7 @@ class MemoryStore(MemoryFlow, Store):
         self._locks: dict[str, object] = {}  # worker name -> its identity lock's holder
         self._edges = Edges()
         self._workflows: dict[UUID, WorkflowRecord] = {}
+        self._step_of: dict[UUID, UUID] = {}  # step's job id -> its workflow
         self._flow_init()
         self.migrated = False
 
@@ -250,6 +251,7 @@ class MemoryStore(MemoryFlow, Store):
         await self.enqueue(jobs)
         self._workflows[workflow.id] = dataclasses.replace(
             workflow, created_at=self._now(), jobs={}, after={})
+        self._step_of.update((job.id, workflow.id) for job in jobs)
 
     async def workflow_of(self, job: UUID) -> UUID | None:
         return next((wf.id for wf in self._workflows.values()
@@ -468,6 +470,7 @@ class MemoryStore(MemoryFlow, Store):
                 follower.finished(j.id, True, self._now())
         for j in victims:
             self._edges.forget(j.id)
+        self._forget_workflows(j.id for j in victims)
         self._followed(follower)
         return len(victims)
 
@@ -522,7 +525,14 @@ class MemoryStore(MemoryFlow, Store):
             del self._jobs[id]
             self._journal.pop(id, None)
             self._edges.forget(id)
+        self._forget_workflows(j.id for j in victims)
         return len(victims)
+
+    def _forget_workflows(self, gone: Iterable[UUID]) -> None:
+        """A workflow's record goes with its last step (sql/0008_workflows_fanin.sql)."""
+        for wf in {w for id in gone if (w := self._step_of.pop(id, None)) is not None}:
+            if not any(step in self._jobs for _, step in self._workflows[wf].steps):
+                del self._workflows[wf]
 
     # --- workers and control ---------------------------------------------------------------------
 

@@ -103,6 +103,13 @@ r AS (
           WHERE o.kind = j.kind AND o.periodic AND (o.status IN ('pending', 'claimed')
                 OR (o.id IN (SELECT id FROM dead) AND o.id < j.id))))
     RETURNING j.id, j.kind, j.run_count, j.visible_at
+),
+-- Its count recomputed above, on its own row (sql/0008_workflows_fanin.sql).
+unshard AS (
+    UPDATE {prefix}dependencies SET shard = NULL
+    WHERE job_id IN (SELECT id FROM r) AND shard IS NOT NULL
+), unshards AS (
+    DELETE FROM {prefix}dependency_shards WHERE job_id IN (SELECT id FROM r)
 ), entries AS (
     INSERT INTO {prefix}journal (job_id, kind, run_no, recorded_at, outcome, note)
     SELECT id, kind, run_count, {now}, 'redriven', $2::text FROM r

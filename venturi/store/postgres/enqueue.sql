@@ -111,7 +111,8 @@ wake AS (
 -- name: insert_waiting
 -- Jobs of which some wait for others (docs/concepts/workflows.md), in one statement:
 -- $2.. the rows as insert_many's, $14 the edges [[job, dependency], ...], $15 each
--- row's after_failure="run" and $16 its limit_key. A dependency outside the batch is locked (in id order, as
+-- row's after_failure="run", $16 its limit_key, $17 the fan-in counted in shards and
+-- $18 the workflow of every row (NULL outside enqueue_workflow). A dependency outside the batch is locked (in id order, as
 -- settles lock theirs) and marked has_dependents, and its status read as that lock
 -- leaves it: finished before, it counts as done (or failed); finishing after, its
 -- settle's trigger sees this job (sql/0004_results.sql). A dependency inside the batch
@@ -148,15 +149,29 @@ WITH RECURSIVE input AS (
     SELECT e.job_id FROM doomed AS d JOIN edges AS e ON e.after_id = d.id
     JOIN input AS i ON i.id = e.job_id
     WHERE NOT coalesce(i.run_on_failure, false)
-), unfinished AS (
-    SELECT e.job_id, count(*) AS n FROM edges AS e LEFT JOIN parents AS pa ON pa.id = e.after_id
+), open_edges AS (
+    SELECT e.job_id, e.after_id FROM edges AS e LEFT JOIN parents AS pa ON pa.id = e.after_id
     WHERE (e.after_id IN (SELECT id FROM input) AND e.after_id NOT IN (SELECT id FROM doomed))
        OR pa.status IN ('pending', 'claimed')
-    GROUP BY e.job_id
+), unfinished AS (
+    -- From $17 unfinished dependencies on, in ceil(sqrt(n)) shards (sql/0008_workflows_fanin.sql)
+    SELECT job_id, count(*) AS n,
+           CASE WHEN count(*) >= $17::int4 THEN ceil(sqrt(count(*)))::int4 END AS shards
+    FROM open_edges GROUP BY job_id
+), placed AS (
+    SELECT o.job_id, o.after_id,
+           ((row_number() OVER (PARTITION BY o.job_id ORDER BY o.after_id) - 1) % u.shards)::int4
+               AS shard
+    FROM open_edges AS o JOIN unfinished AS u ON u.job_id = o.job_id
+    WHERE u.shards IS NOT NULL AND o.job_id NOT IN (SELECT id FROM doomed)
+), shard_rows AS (
+    INSERT INTO {prefix}dependency_shards (job_id, shard, waiting)
+    SELECT job_id, shard, count(*) FROM placed GROUP BY job_id, shard
 ), ins AS (
     INSERT INTO {prefix}jobs (id, kind, payload, priority, created_at, visible_at,
                               max_failures, carry, dedup_key, subject, periodic, trace_context,
-                              limit_key, status, finished_at, waiting, has_dependents)
+                              limit_key, status, finished_at, waiting, has_dependents,
+                              workflow_id)
     SELECT i.id, i.kind, i.payload::jsonb, i.priority, {now},
            CASE WHEN i.id IN (SELECT id FROM doomed) THEN {now}
                 WHEN u.n > 0 THEN '9999-12-31 00:00:00+00'::timestamptz
@@ -165,14 +180,16 @@ WITH RECURSIVE input AS (
            i.trace_context::jsonb, i.limit_key,
            CASE WHEN i.id IN (SELECT id FROM doomed) THEN 'dead' ELSE 'pending' END,
            CASE WHEN i.id IN (SELECT id FROM doomed) THEN {now} END,
-           CASE WHEN i.id IN (SELECT id FROM doomed) THEN 0 ELSE coalesce(u.n, 0) END,
-           i.id IN (SELECT after_id FROM edges)
+           CASE WHEN i.id IN (SELECT id FROM doomed) THEN 0
+                ELSE coalesce(u.shards, u.n, 0) END,
+           i.id IN (SELECT after_id FROM edges), $18::uuid
     FROM input AS i LEFT JOIN unfinished AS u ON u.job_id = i.id
     RETURNING id, kind, status, visible_at, run_count
 ), links AS (
-    INSERT INTO {prefix}dependencies (after_id, job_id, run_on_failure)
-    SELECT DISTINCT e.after_id, e.job_id, coalesce(i.run_on_failure, false)
+    INSERT INTO {prefix}dependencies (after_id, job_id, run_on_failure, shard)
+    SELECT DISTINCT e.after_id, e.job_id, coalesce(i.run_on_failure, false), p.shard
     FROM edges AS e JOIN input AS i ON i.id = e.job_id
+    LEFT JOIN placed AS p ON p.job_id = e.job_id AND p.after_id = e.after_id
 ), failed AS (
     INSERT INTO {prefix}journal (job_id, kind, run_no, recorded_at, outcome, note)
     SELECT id, kind, run_count, {now}, 'dead', 'dependency-failed' FROM ins WHERE status = 'dead'

@@ -175,7 +175,12 @@ LIMIT $1
 j.id, j.kind, j.payload::text, j.priority, j.status, j.created_at, j.visible_at,
 j.claim_expires_at, j.claimed_by, j.finished_at, j.run_count, j.failure_count,
 j.max_failures, j.carry::text, j.dedup_key, j.subject, j.periodic, j.trace_context::text,
-j.limit_key, j.result::text, j.waiting
+j.limit_key, j.result::text,
+-- waiting: a job counting through shards has its open shards in j.waiting, each
+-- standing for its own count (sql/0008_workflows_fanin.sql)
+CASE WHEN j.waiting > 0 THEN j.waiting + coalesce(
+    (SELECT sum(s.waiting) - count(*) FROM {prefix}dependency_shards AS s
+     WHERE s.job_id = j.id AND s.waiting > 0), 0)::int4 ELSE j.waiting END
 
 -- fragment: in_subtree
 -- The subject $1's literal subtree: the subject itself or anything below

@@ -51,6 +51,11 @@ def dedup_lock_key(prefix: str, kind: str, key: str) -> str:
 
 
 class Producing(Operations):
+    # A job with this many unfinished dependencies or more counts them through shards
+    # (sql/0008_workflows_fanin.sql): below it, on its own row. Tests lower it to run
+    # the shards on small graphs.
+    fanin_shard_at = 64
+
     async def enqueue(
         self, jobs: Sequence[NewJob], *, merge: MergeFn | None = None, conn: Any = None
     ) -> list[Enqueued]:
@@ -104,11 +109,12 @@ class Producing(Operations):
                                conn: Any = None) -> None:
         check_new_jobs(jobs)
         async with self.driver.session(self._on(conn)) as ex, ex.atomic("venturi_workflow"):
-            await self._insert_waiting(jobs, ex)
+            await self._insert_waiting(jobs, ex, workflow.id)
             await self._execute("insert_workflow", workflow.id, workflow.name, rows.encode(
                 [(name, str(id)) for name, id in workflow.steps]), on=ex)
 
-    async def _insert_waiting(self, jobs: Sequence[NewJob], on: Executor | None) -> None:
+    async def _insert_waiting(self, jobs: Sequence[NewJob], on: Executor | None,
+                              workflow: UUID | None = None) -> None:
         """A batch of which some jobs wait for others (docs/concepts/workflows.md): one
         statement, however the dependencies are spread in and out of the batch."""
         await self._execute(
@@ -120,7 +126,7 @@ class Producing(Operations):
             [j.trace_context for j in jobs],
             rows.encode([(str(j.id), str(a)) for j in jobs for a in j.after]),
             [j.run_on_failure for j in jobs], [j.limit_key for j in jobs],
-            on=on, keep=True,
+            self.fanin_shard_at, workflow, on=on, keep=True,
         )
 
     async def _copy(self, on: Executor | None, columns: Sequence[str],

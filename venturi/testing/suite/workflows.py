@@ -3,11 +3,14 @@ whole (docs/concepts/workflows.md)."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 from venturi import Queue, Status, Task, Workflow
 from venturi._ids import uuid7
-from venturi.store.base import Action, CountFilter, Store
+from venturi.store.base import Action, CleanupCriteria, CountFilter, Store
+from venturi.store.clocks import ManualClock
 from venturi.testing.builders import claim_one, request, settlement
 
 
@@ -101,3 +104,43 @@ async def test_cancelling_a_workflow_cancels_its_unfinished_steps(
     assert state is not None
     assert [s.status for s in state.steps] == [Status.COMPLETED, None, None]
     assert await queue.cancel(workflow=uuid7()) == 0
+
+
+async def test_a_workflows_record_goes_with_its_last_step(
+        store: Store, queue: Queue, clock: ManualClock) -> None:
+    """Cleanup, retention and cancel remove a workflow's record (and with its steps
+    their results) in the statement that removes its last step, never before."""
+    later = await store.db_now() + dt.timedelta(days=1)
+    done, half, kept = Workflow("done"), Workflow("half"), Workflow("kept")
+    a = done.add(Step(n=0))
+    b = done.add(Step(n=1), after=[a])
+    h = half.add(Step(n=2))
+    half.add(Step(n=3), after=[h])
+    k = kept.add(Step(n=4))
+    kept.add(Step(n=5), after=[k])
+    ids = [await queue.enqueue_workflow(wf) for wf in (done, half, kept)]
+    assert await _complete_all_claimable(store) == [0, 2, 4]
+    clock.advance(dt.timedelta(seconds=1))
+    assert await _complete_all_claimable(store) == [1, 3, 5]
+    half_b = (await queue.workflow(ids[1])).steps[1].id  # type: ignore[union-attr]
+
+    # Retention's batch: only the completed steps of "done" and "half" are old enough.
+    n = await store.cleanup_exclusive(CleanupCriteria(later, kind=KIND, batch_size=3))
+    assert n == 3  # oldest first: 0, 2, 4 finished before 1, 3, 5
+    for id in ids:
+        assert await queue.workflow(id) is not None  # each still has a step
+    assert await queue.cleanup(finished_before=later) == 3
+    for id in ids:
+        assert await queue.workflow(id) is None
+    assert await queue.job(b.id) is None and await queue.job(half_b) is None
+    assert await store.results([a.id, b.id]) == {}
+
+    # Cancel: the record goes with the last step it removes, and stays with one left.
+    pending = Workflow("pending")
+    first = pending.add(Step(n=6))
+    second = pending.add(Step(n=7), after=[first])
+    id = await queue.enqueue_workflow(pending)
+    assert await queue.cancel(ids=[second.id]) == 1
+    assert await queue.workflow(id) is not None
+    assert await queue.cancel(workflow=id) == 1
+    assert await queue.workflow(id) is None
