@@ -1,4 +1,4 @@
-"""The public surface and the direction of imports (one public surface, imports pointing one way)."""
+"""The public surface and the direction of imports (one surface; imports point one way)."""
 
 from __future__ import annotations
 
