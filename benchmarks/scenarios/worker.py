@@ -1,9 +1,9 @@
-"""Worker scenarios: drain, pickup latency, backlog, memory and scale-out, beside raw loops.
+"""Worker scenarios: drain, pickup latency, backlog and memory, beside raw loops.
 
 The drain, slots and pickup scenarios run the ``Worker`` with the library's defaults
 both in this process (its own task group on the benchmark's event loop, nothing else
 running) and in a child process of its own (:mod:`benchmarks.workerproc`), as a
-deployment runs it; memory and scale-out run it in child processes. The raw
+deployment runs it; memory runs it in child processes (scale-out: ``scaleout.py``). The raw
 references (:mod:`benchmarks.raw`) work on a migrated prefix of the same shape,
 without a journal, and are measured in the same runs, taking turns with venturi.
 """
@@ -451,6 +451,12 @@ class Child:
             self.proc.kill()
             await self.proc.wait()
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU time so far (/proc/PID/stat; a child that said "done" is
+        still alive, waiting for "exit")."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def rss_mb(self) -> float:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
@@ -459,101 +465,24 @@ class Child:
 
 
 async def _processes(bench: Bench, mode: str, prefix: str, count: int,
-                     concurrency: int) -> float:
-    """Start ``count`` children, tell them all to go, wait for all: the wall time."""
+                     concurrency: int, cpu: list[float] | None = None) -> float:
+    """Start ``count`` children, tell them all to go, wait for all: the wall time. With
+    ``cpu``, append each child's CPU seconds (user + system) from go to done."""
     children = [await Child.start(mode, bench.dsn, prefix, concurrency) for _ in range(count)]
     try:
+        before = [c.cpu_seconds() for c in children]
         start = time.perf_counter()
         for c in children:
             c.send("go")
         for c in children:
             await c.done()
-        return time.perf_counter() - start
+        seconds = time.perf_counter() - start
+        if cpu is not None:
+            cpu.extend(c.cpu_seconds() - b for c, b in zip(children, before, strict=True))
+        return seconds
     finally:
         for c in children:
             await c.close()
-
-
-# pg_stat_activity keeps the first track_activity_query_size bytes (1 kB by default) of
-# a statement: the claim's first CTEs, which name the table.
-CLAIM_WAITS = """
-SELECT coalesce(wait_event_type || ':' || wait_event, 'on CPU') FROM pg_stat_activity
-WHERE state = 'active' AND pid <> pg_backend_pid() AND query LIKE 'WITH kinds AS (%'
-  AND query LIKE '%' || $1 || 'jobs%SKIP LOCKED%'
-"""
-
-
-async def sampling_claims(bench: Bench, prefix: str, waits: dict[str, int],
-                          drain: Drain) -> object:
-    """Run ``drain`` while another connection samples, every 5 ms or so, what the
-    backends running venturi's claim statement wait on (``pg_stat_activity``)."""
-    conn = await asyncpg.connect(bench.dsn)
-    done = asyncio.Event()
-
-    async def sample() -> None:
-        while not done.is_set():
-            for (event,) in await conn.fetch(CLAIM_WAITS, prefix):
-                waits[event] = waits.get(event, 0) + 1
-            await asyncio.sleep(0.005)
-
-    sampler = asyncio.create_task(sample())
-    try:
-        return await drain()
-    finally:
-        done.set()
-        await sampler
-        await conn.close()
-
-
-def wait_summary(waits: dict[str, int]) -> str:
-    total = sum(waits.values())
-    if not total:
-        return "no claim seen running"
-    shares = sorted(waits.items(), key=lambda kv: -kv[1])
-    return f"claim statement, {total:,} samples: " + ", ".join(
-        f"{event} {count / total:.0%}" for event, count in shares[:5])
-
-
-@scenario("scaleout", "scale-out: worker processes on one table")
-async def scaleout(bench: Bench) -> None:
-    """N no-op jobs (20,000 at full size) drained by one worker process
-    (`Worker(concurrency=50).run(until_empty=True)`, defaults), by two, and by eight at
-    concurrency 25, on the same table, timed by the parent from "go" to the last one's
-    return (processes started and connected beforehand); the raw batched loop in one,
-    two and eight processes likewise. During the worker drains another connection samples
-    `pg_stat_activity` for what the backends running the claim statement wait on (the
-    figures' notes: a lock convoy would show as `Lock:` or `LWLock:` waits)."""
-    n = bench.size.drain
-    waits: dict[str, dict[str, int]] = {"worker1": {}, "worker8": {}}
-    async with bench.fresh_prefix() as sp:
-        conn = await asyncpg.connect(bench.dsn)
-        try:
-            contenders: dict[str, tuple[str, int, str, Drain]] = {
-                f"{mode}{k}": (sp, n, KIND, functools.partial(
-                    _processes, bench, mode, sp, k, 25 if k == 8 else 50))
-                for mode in ("raw", "worker") for k in (1, 2, 8)
-            }
-            for name in waits:
-                contenders[name] = (sp, n, KIND, functools.partial(
-                    sampling_claims, bench, sp, waits[name], contenders[name][3]))
-            secs = await take_turns(bench, conn, contenders)
-        finally:
-            await conn.close()
-    r1, r2, r8 = ("raw batched loop, 1 process", "raw batched loop, 2 processes",
-                  "raw batched loop, 8 processes")
-    one = "Worker concurrency=50, 1 process"
-    bench.record(Figure(bench.scenario, r1, n, secs["raw1"], raw=True))
-    bench.record(Figure(bench.scenario, r2, n, secs["raw2"], raw=True))
-    bench.record(Figure(bench.scenario, r8, n, secs["raw8"], raw=True))
-    bench.record(Figure(bench.scenario, one, n, secs["worker1"], (r1,),
-                        note=wait_summary(waits["worker1"])))
-    bench.record(Figure(bench.scenario, "Worker concurrency=50, 2 processes", n,
-                        secs["worker2"], (r2, one), note="the ratio to 1 process is the "
-                        "scale-out factor"))
-    bench.record(Figure(bench.scenario, "Worker concurrency=25, 8 processes", n,
-                        secs["worker8"], (r8, one),
-                        note=f"the ratio to 1 process: no lock convoy when ≥ 100 %; "
-                             f"{wait_summary(waits['worker8'])}"))
 
 
 @scenario("memory", "worker memory across a long drain")

@@ -6,13 +6,17 @@ then may keep a generic plan costed on the table as it was then. A claim prepare
 new, empty queue and reused while the table grows (nothing vacuums or analyzes it, so
 the plan is never replaced) joined its picked ids back to the jobs table by a
 sequential scan over every row: the collapse of benchmarks/notes.md ("Steady state").
-venturi's own pools plan every execution with its parameters. Each test here prepares
-the claim on an empty table, grows the table by 40,000 rows and as many dead versions
-without a vacuum, and reads the plan that same session then uses.
+venturi's own pools plan every execution with its parameters, except the claim: it
+runs on connections of its own that keep one generic plan, made with sequential scans,
+hash and merge joins priced out, so that it joins its picked ids back by the primary key
+whatever the table's size (venturi/store/postgres/driver.py, CACHED_PLAN_SETTINGS). Each
+test here prepares the claim on an empty table, grows the table by 40,000 rows and as
+many dead versions without a vacuum, and reads the plan that same session then uses.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import time
@@ -22,11 +26,12 @@ from typing import Any
 import asyncpg
 import pytest
 
-from tests.conftest import drop_prefix
+from tests.conftest import drop_prefix, wait_for
 from venturi import SyncQueue
 from venturi.store.base import ClaimRequest
 from venturi.store.postgres import PostgresStore
-from venturi.store.postgres.asyncpg_driver import session_settings
+from venturi.store.postgres.asyncpg_driver import _usable, session_settings
+from venturi.store.postgres.driver import CACHED_PLAN_SETTINGS
 
 REQUEST = ClaimRequest(claimed_by="plan/1", leases={"embed": dt.timedelta(seconds=30)},
                        limit=10, reserve_normal=1, reserve_low=1)
@@ -78,13 +83,14 @@ async def _cached_claim(store: PostgresStore) -> tuple[dict[str, Any], list[str]
     """The claim's entry in the store's session (pg_prepared_statements), and the scans
     of the plan that session uses for it now (EXPLAIN EXECUTE: the cached plan source's
     own choice between its generic plan and a custom one)."""
-    async with store.pool.acquire() as c:
-        row = await c.fetchrow(
-            "SELECT name, generic_plans, custom_plans FROM pg_prepared_statements"
-            " WHERE statement = $1", store._q["claim"].sql)
-        assert row is not None, "the claim is not prepared on the pool's connection"
-        (plan,) = json.loads(await c.fetchval(
-            f"EXPLAIN (FORMAT JSON) EXECUTE {row['name']}{EXECUTE_ARGS}"))
+    # The connection the claims ran on, which the driver holds between claims.
+    (c,) = store.driver._cached_idle  # type: ignore[attr-defined]
+    row = await c.fetchrow(
+        "SELECT name, generic_plans, custom_plans FROM pg_prepared_statements"
+        " WHERE statement = $1", store._q["claim"].sql)
+    assert row is not None, "the claim is not prepared on the claim's connection"
+    (plan,) = json.loads(await c.fetchval(
+        f"EXPLAIN (FORMAT JSON) EXECUTE {row['name']}{EXECUTE_ARGS}"))
     scans: list[str] = []
 
     def walk(node: dict[str, Any]) -> None:
@@ -110,19 +116,21 @@ async def test_a_claim_prepared_on_an_empty_table_stays_on_its_indexes(
         await store.close()
         await drop_prefix(pg_dsn, prefix)
     assert len(claimed) == 10
-    assert entry["generic_plans"] == 0 and entry["custom_plans"] >= 9, entry
+    # Planned once, on the empty table, and kept: no claim paid for planning since.
+    assert entry["custom_plans"] == 0 and entry["generic_plans"] >= 9, entry
     assert f"Seq Scan on {prefix}jobs" not in scans, scans
     assert f"Index Scan using {prefix}jobs_pkey on {prefix}jobs" in scans or any(
         s.startswith("Index") and s.endswith(f"on {prefix}jobs") for s in scans), scans
     assert took < 1.0  # a sequential scan of 40,000 rows and their dead versions, per tier
 
 
-async def test_without_custom_plans_the_cached_plan_scans_the_table(
+async def test_without_its_planner_settings_the_cached_plan_scans_the_table(
         pg_dsn: str, prefix: str, admin: asyncpg.Connection) -> None:
-    """The mechanism, pinned: the same session with PostgreSQL's default
-    (``?plan_cache_mode=auto``, which the DSN may still ask for) keeps the generic plan
-    it made on the empty table, a sequential scan of the now large one."""
-    store = await _store(f"{pg_dsn}{'&' if '?' in pg_dsn else '?'}plan_cache_mode=auto", prefix)
+    """The mechanism, pinned: the claim's session with sequential scans and hash joins
+    allowed again (the DSN may ask for it) keeps the generic plan it made on the empty
+    table, a sequential scan of the now large one."""
+    allowed = "enable_seqscan=on&enable_hashjoin=on&enable_mergejoin=on"
+    store = await _store(f"{pg_dsn}{'&' if '?' in pg_dsn else '?'}{allowed}", prefix)
     try:
         await _prepare_on_empty_then_grow(store, admin)
         entry, scans = await _cached_claim(store)
@@ -168,9 +176,42 @@ async def test_synchronous_queue_connections_prepare_nothing(pg_dsn: str, prefix
         await drop_prefix(pg_dsn, prefix)
 
 
+async def test_the_claims_own_connections_are_set(pg_store: PostgresStore) -> None:
+    pool = pg_store.driver.cached  # type: ignore[attr-defined]
+    async with pool.acquire() as c:
+        got = {k: await c.fetchval(f"SHOW {k}") for k in CACHED_PLAN_SETTINGS}
+    assert got == CACHED_PLAN_SETTINGS
+
+
 def test_what_the_dsn_says_wins() -> None:
     assert session_settings("postgresql://h/db", pooler=False) == {
         "plan_cache_mode": "force_custom_plan"}
     assert session_settings("postgresql://h/db?plan_cache_mode=auto", pooler=False) is None
+    assert session_settings("postgresql://h/db?enable_seqscan=on", False,
+                            CACHED_PLAN_SETTINGS) == {
+        "plan_cache_mode": "force_generic_plan", "enable_hashjoin": "off",
+        "enable_mergejoin": "off"}
     # Behind PgBouncer: no startup parameter it would refuse; no named statements either.
     assert session_settings("postgresql://h/db", pooler=True) is None
+
+
+async def test_a_claim_connection_lost_between_claims_is_replaced(
+        pg_store: PostgresStore, admin: asyncpg.Connection) -> None:
+    """The claim's connection is held between claims, not released to its pool: one
+    that died meanwhile is replaced, and the claim goes through."""
+    await pg_store.claim(REQUEST)
+    (kept,) = pg_store.driver._cached_idle  # type: ignore[attr-defined]
+    pid = kept.get_server_pid()
+    assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
+    await wait_for(lambda: not _usable(kept), what="the kept claim connection to close")
+    assert await pg_store.claim(REQUEST) == []
+    (again,) = pg_store.driver._cached_idle  # type: ignore[attr-defined]
+    assert again.get_server_pid() != pid
+
+
+async def test_more_concurrent_claims_than_claim_connections_all_go_through(
+        pg_store: PostgresStore) -> None:
+    """The held connection goes back to its pool while other claims wait for one."""
+    for _ in range(3):
+        claims = asyncio.gather(*(pg_store.claim(REQUEST) for _ in range(5)))
+        assert await asyncio.wait_for(claims, 10) == [[]] * 5

@@ -8,7 +8,11 @@ blocks, each starting with a header line:
 - ``-- fragment: NAME`` begins a piece of SQL that several statements share
   (a CTE chain, a guard); a line ``-- include: NAME`` in a block stands for it.
 
-Other ``--`` lines are comments and are dropped. In the text, ``{prefix}`` is
+A statement whose block holds the line ``-- plan: cached`` may keep one generic plan
+per connection: the asyncpg driver runs it on connections of its own that plan it
+once, with sequential scans and hash and merge joins priced out (asyncpg_driver.py
+says why; docs/operations/maintenance.md, "Plans that outlive the table they were made
+for"). Other ``--`` lines are comments and are dropped. In the text, ``{prefix}`` is
 the validated table prefix (table names are also schema-qualified) and
 ``{now}`` the clock: ``$1``, or the database's ``now()`` when the store's clock
 returns None (``{clock}``: the same, but ``clock_timestamp()``, for a statement that
@@ -27,6 +31,7 @@ from ..config import validate_prefix
 
 _HEADER = re.compile(r"^-- (name|fragment): (\w+)\s*$", re.MULTILINE)
 _INCLUDE = re.compile(r"^\s*-- include: (\w+)\s*$", re.MULTILINE)
+_CACHED_PLAN = re.compile(r"^-- plan: cached\s*$", re.MULTILINE)
 NOW_PARAM = "coalesce($1::timestamptz, now())"
 CLOCK_PARAM = "coalesce($1::timestamptz, clock_timestamp())"
 STATEMENTS = "venturi.store.postgres"
@@ -68,15 +73,29 @@ def _raw_blocks(package: str = STATEMENTS) -> dict[str, str]:
     return {name: expand(body, ()) for name, body in statements.items()}
 
 
+@cache
+def _cached_plans(package: str = STATEMENTS) -> frozenset[str]:
+    """The statements of ``package`` whose block says ``-- plan: cached``."""
+    names = set()
+    for file in resources.files(package).iterdir():
+        if file.name.endswith(".sql"):
+            for kind, name, body in _blocks(file.read_text(encoding="utf-8")):
+                if kind == "name" and _CACHED_PLAN.search(body):
+                    names.add(name)
+    return frozenset(names)
+
+
 class Query:
-    """One statement, ready to run. ``uses_now``: its ``$1`` is the clock."""
+    """One statement, ready to run. ``uses_now``: its ``$1`` is the clock.
+    ``cached_plan``: its block says ``-- plan: cached`` (see above)."""
 
-    __slots__ = ("name", "sql", "uses_now")
+    __slots__ = ("cached_plan", "name", "sql", "uses_now")
 
-    def __init__(self, name: str, sql: str, uses_now: bool) -> None:
+    def __init__(self, name: str, sql: str, uses_now: bool, cached_plan: bool = False) -> None:
         self.name = name
         self.sql = sql
         self.uses_now = uses_now
+        self.cached_plan = cached_plan
 
 
 # Table references (not channel names, which sit inside quotes).
@@ -97,12 +116,13 @@ def queries(prefix: str, schema: str | None = None) -> dict[str, Query]:
     validate_prefix(prefix)
     qualified = prefix if schema is None else f"{quote_ident(schema)}.{prefix}"
     out: dict[str, Query] = {}
+    cached = _cached_plans()
     for name, body in _raw_blocks().items():
         uses_now = "{now}" in body or "{clock}" in body
         body = _TABLE.sub(lambda m: f"{qualified}{m.group(1)}", body)
         sql = (body.replace("{prefix}", prefix).replace("{now}", NOW_PARAM)
                .replace("{clock}", CLOCK_PARAM))
-        out[name] = Query(name, sql, uses_now)
+        out[name] = Query(name, sql, uses_now, name in cached)
     return out
 
 

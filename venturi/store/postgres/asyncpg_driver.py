@@ -24,8 +24,12 @@ from ..base import IdentityLock, Listener, Maintenance
 from .asyncpg_errors import DRIVER_ERRORS, TRANSIENT_ERRORS, translate, translated
 from .asyncpg_executor import AsyncpgExecutor
 from .asyncpg_sessions import AsyncpgIdentityLock, AsyncpgListener, AsyncpgMaintenance
-from .driver import SESSION_SETTINGS, Executor, Row
+from .driver import CACHED_PLAN_SETTINGS, SESSION_SETTINGS, Executor, Row
 from .sqlstates import line
+
+# Connections for the statements marked ``-- plan: cached`` (the claim): a worker
+# claims one batch at a time; a second serves two workers sharing one store.
+CACHED_PLAN_CONNECTIONS = 2
 
 # How long a kept connection stays out of the pool, unused, for the next statement
 # that asked to keep it (between one and two times this): see AsyncpgDriver._keep.
@@ -40,20 +44,21 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
     left open."""
 
 
-def session_settings(dsn: str, pooler: bool) -> dict[str, str] | None:
+def session_settings(dsn: str, pooler: bool,
+                     wanted: Mapping[str, str] = SESSION_SETTINGS) -> dict[str, str] | None:
     """The settings each of the pool's connections makes when it opens:
-    ``driver.SESSION_SETTINGS``, less any the DSN sets itself (``?plan_cache_mode=auto``
-    keeps PostgreSQL's default). None behind a pooler (``--pooler``): a session setting
-    would land on whichever server connection PgBouncer lent, and without a statement
-    cache asyncpg sends unnamed statements, which PostgreSQL plans with their parameters
-    every time anyway."""
+    ``driver.SESSION_SETTINGS`` (``wanted``), less any the DSN sets itself
+    (``?plan_cache_mode=auto`` keeps PostgreSQL's default). None behind a pooler
+    (``--pooler``): a session setting would land on whichever server connection
+    PgBouncer lent, and without a statement cache asyncpg sends unnamed statements,
+    which PostgreSQL plans with their parameters every time anyway."""
     if pooler:
         return None
     try:
         given = parse_qs(urlsplit(dsn).query)
     except ValueError:
         given = {}
-    return {k: v for k, v in SESSION_SETTINGS.items() if k not in given} or None
+    return {k: v for k, v in wanted.items() if k not in given} or None
 
 
 def session_setup(settings: Mapping[str, str] | None) -> Any:
@@ -99,8 +104,16 @@ class AsyncpgDriver:
 
     def __init__(self, pool: asyncpg.Pool, *, prefix: str, dsn: str | None = None,
                  listen_dsn: str | None = None, owns_pool: bool = False,
-                 pooler: bool = False) -> None:
+                 pooler: bool = False, cached: asyncpg.Pool | None = None) -> None:
         self.pool = pool
+        # The connections of the statements marked ``-- plan: cached`` (driver.py,
+        # CACHED_PLAN_SETTINGS); None: they run on the pool like the others.
+        self.cached = cached
+        # Its connection between two statements, held rather than released while no
+        # other statement wants one: a pool's acquire and release cost a pickup's claim
+        # about 50 µs. ``_cached_busy``: statements running or waiting for a connection.
+        self._cached_idle: list[Any] = []
+        self._cached_busy = 0
         self.prefix = prefix
         self.dsn = dsn
         self.listen_dsn = listen_dsn or dsn
@@ -139,16 +152,34 @@ class AsyncpgDriver:
         except BaseException:
             pool.terminate()
             raise
+        cached = None
+        if not pooler:
+            # Opened by the first claim, so that a producer never opens one; never
+            # closed for being idle: a worker woken after a quiet spell would pay a
+            # connection and a plan before its first job.
+            cached = asyncpg.create_pool(
+                dsn, min_size=0, max_size=CACHED_PLAN_CONNECTIONS, timeout=connect_timeout,
+                max_inactive_connection_lifetime=0, reset=_keep_session,
+                init=session_setup(session_settings(dsn, False, CACHED_PLAN_SETTINGS)),
+                connect=cast(Any, _connect.connect))
+            await cached  # no connection yet: only checks the options
         return cls(pool, prefix=prefix, dsn=dsn, listen_dsn=listen_dsn, owns_pool=True,
-                   pooler=pooler), schema
+                   pooler=pooler, cached=cached), schema
 
     async def close(self) -> None:
         self._linger = False
         await self._return_idle()
+        if self.cached is not None:
+            idle, self._cached_idle = self._cached_idle, []
+            for c in idle:
+                with contextlib.suppress(Exception):
+                    await self.cached.release(c)
         if self._owns_pool:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.pool.close(), timeout=5)
-            self.pool.terminate()
+            for pool in (self.pool, self.cached):
+                if pool is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(pool.close(), timeout=5)
+                    pool.terminate()
 
     def adopt(self, conn: Any) -> Executor:
         from .adoption import adopt_async
@@ -161,6 +192,8 @@ class AsyncpgDriver:
                    keep: bool) -> Any:
         if on is not None:
             return await getattr(on, method)(query, args)
+        if query.cached_plan and self.cached is not None:
+            return await self._run_cached(method, query, args, self.cached)
         try:
             # _checkout's common case without awaiting a coroutine for it: this runs
             # once per enqueued job.
@@ -176,6 +209,35 @@ class AsyncpgDriver:
             return result
         except DRIVER_ERRORS as exc:
             raise translate(exc, self.prefix, self.dsn) from None
+
+    async def _run_cached(self, method: str, query: Query, args: Sequence[Any],
+                          pool: asyncpg.Pool) -> Any:
+        idle = self._cached_idle
+        self._cached_busy += 1
+        try:
+            while idle:
+                c = idle.pop()
+                if _usable(c):
+                    break
+                with contextlib.suppress(Exception):
+                    await pool.release(c)  # the pool reconnects its slot later
+            else:
+                c = await pool.acquire()
+            try:
+                result = await getattr(c, method)(query.sql, *args)
+            except BaseException as exc:
+                # Through the pool's release, which waits out a cancel and rolls back.
+                await self._discard(c, isinstance(exc, asyncpg.InternalClientError), pool)
+                raise
+            if self._cached_busy > 1:  # another statement may be waiting for the pool
+                await pool.release(c)
+            else:
+                idle.append(c)
+            return result
+        except DRIVER_ERRORS as exc:
+            raise translate(exc, self.prefix, self.dsn) from None
+        finally:
+            self._cached_busy -= 1
 
     async def fetch(self, query: Query, args: Sequence[Any], *, on: Executor | None = None,
                     keep: bool = False) -> list[Row]:
@@ -271,10 +333,10 @@ class AsyncpgDriver:
         if self._releasing:
             await asyncio.gather(*self._releasing, return_exceptions=True)
 
-    async def _discard(self, c: Any, broken: bool) -> None:
+    async def _discard(self, c: Any, broken: bool, pool: asyncpg.Pool | None = None) -> None:
         if broken:
             c.terminate()  # back in the pool it fails every later use
-        await self.pool.release(c)
+        await (pool or self.pool).release(c)
 
     # --- dedicated sessions ---------------------------------------------------------------
 

@@ -12,6 +12,14 @@
 -- Kinds a row of {prefix}kinds pauses or limits are left out here: they are claimed
 -- by claim_limited (flow.sql), so a worker whose idea of them is stale never claims
 -- past a limit or a pause (docs/concepts/flow-control.md).
+--
+-- Planned once per connection, not per call (the plan of a pickup's claim costs more
+-- than running it): each tier is a bounded scan of the claim index, and on the
+-- driver's plan-caching connections the join back to the jobs table can only be a
+-- nested loop over its primary key, whatever size the table had when the plan was
+-- made (docs/operations/maintenance.md, "Plans that outlive the table they were made
+-- for"; tests/store/test_plan_cache.py).
+-- plan: cached
 WITH kinds AS (
     SELECT k.kind, k.lease FROM unnest($2::text[], $3::interval[]) AS k(kind, lease)
 ), open_kinds AS (

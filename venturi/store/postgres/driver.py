@@ -57,6 +57,23 @@ Row = Sequence[Any]
 # table they were made for"). The psycopg driver gets the same by preparing nothing.
 SESSION_SETTINGS = {"plan_cache_mode": "force_custom_plan"}
 
+# The settings of the connections a driver keeps for the statements marked ``-- plan:
+# cached`` (the claim): their plan is made once per connection, generic, and kept. With
+# sequential scans, hash joins and merge joins priced out, the only way left to join a
+# few picked ids back to the jobs table is a nested loop over its primary key, which
+# stays the cheapest at any size since the alternatives (a full scan of the table,
+# rescanned or materialized) only get dearer as the table grows; so a plan made on an
+# empty table is still right on a large one. The tier scans are bounded scans of the
+# claim index under any plan (docs/operations/maintenance.md, "Plans that outlive the
+# table they were made for"). Planning a claim costs more than running it on an idle
+# queue, which is what a pickup waits for (benchmarks/results-pickup.md).
+CACHED_PLAN_SETTINGS = {
+    "plan_cache_mode": "force_generic_plan",
+    "enable_seqscan": "off",
+    "enable_hashjoin": "off",
+    "enable_mergejoin": "off",
+}
+
 
 def channels(prefix: str) -> dict[str, str]:
     """A queue's two worker channels by name, and the label a listener reports each
