@@ -75,3 +75,16 @@ def test_bad_blocks_are_refused(package: Path, files: dict[str, str], says: str)
         (package / filename).write_text(text)
     with pytest.raises(RuntimeError, match=says):
         _sql._raw_blocks("sqlpkg_blocks")
+
+
+def test_every_table_a_statement_names_is_schema_qualified() -> None:
+    """A caller's connection (conn=) may have any search_path: a table the statements
+    name without its schema would not be found there (tests/store/test_enqueue_postgres.py
+    shows the symptom). Every table a migration creates is qualified in every statement."""
+    tables = {m for f in resources.files("venturi.sql").iterdir()
+              if f.name.endswith(".sql")
+              for m in re.findall(r"CREATE TABLE IF NOT EXISTS \{prefix\}(\w+)", f.read_text())}
+    assert {"jobs", "journal", "dependency_shards"} <= tables
+    bare = {name: found for name, query in _sql.queries("p_", "s").items()
+            if (found := set(re.findall(r"(?<![.\w'])p_(\w+)", query.sql)) & tables)}
+    assert bare == {}

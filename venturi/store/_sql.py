@@ -101,7 +101,7 @@ class Query:
 # Table references (not channel names, which sit inside quotes).
 _TABLE = re.compile(
     r"(?<!')\{prefix\}(jobs|journal|workers|migrations|tallies|kinds|kind_starts|dependencies"
-    r"|workflows)\b")
+    r"|dependency_shards|workflows)\b")
 
 
 def quote_ident(name: str) -> str:
