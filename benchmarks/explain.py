@@ -26,7 +26,7 @@ from venturi._ids import uuid7_floor
 from venturi.store import _sql
 from venturi.store.lifecycle import Recovery
 
-from .harness import fresh_prefix
+from .harness import bulk_load, fresh_prefix
 from .report import environment
 
 KINDS = ["embed", "summarize", "thumbnail", "index"]
@@ -94,7 +94,7 @@ async def load(conn: asyncpg.Connection, prefix: str, shape: Shape) -> dict[str,
     cols = ("id, kind, payload, priority, status, created_at, visible_at, claim_expires_at, "
             "claimed_by, finished_at, run_count, failure_count, dedup_key, subject")
     kind = "(ARRAY['embed','summarize','thumbnail','index'])[1 + g % 4]"
-    async with conn.transaction():
+    async with bulk_load(conn, prefix):
         # Finished over the last 30 days, every one with a subject.
         await step("finished", f"""
             INSERT INTO {jobs} ({cols})
