@@ -19,7 +19,7 @@ from venturi.store import _sql
 from venturi.store.postgres import PostgresStore
 
 MIGRATIONS = ["0001_init.sql", "0002_storage.sql", "0003_kinds.sql", "0004_results.sql",
-              "0005_trace.sql", "0006_tallies.sql"]
+              "0005_trace.sql", "0006_tallies.sql", "0007_claimed_kinds.sql"]
 TABLES = {"jobs", "journal", "workers", "migrations", "tallies", "kinds", "kind_starts",
           "dependencies", "workflows"}
 # Storage parameters (0001 and 0002_storage.sql): autovacuum after a small absolute
@@ -36,8 +36,9 @@ TALLY_FILL = ("tallies", "fillfactor", "50")
 STORAGE = {("jobs", "fillfactor", "80"), ("workers", "fillfactor", "50"), TALLY_FILL} | {
     (table, name, value) for table in ("jobs", "journal") for name, value in _CHURN}
 INDEXES = {
-    "jobs_pkey", "jobs_claim", "jobs_expiry", "jobs_dedup", "jobs_finished", "jobs_dead",
-    "jobs_subject", "jobs_periodic", "journal_pkey", "journal_job", "workers_pkey",
+    "jobs_pkey", "jobs_claim", "jobs_expiry", "jobs_claimed_kind", "jobs_dedup",
+    "jobs_finished", "jobs_dead", "jobs_subject", "jobs_periodic", "journal_pkey",
+    "journal_job", "workers_pkey",
     "migrations_pkey", "tallies_pkey", "kinds_pkey", "kind_starts_window",
     "dependencies_pkey", "dependencies_job", "workflows_pkey",
 }

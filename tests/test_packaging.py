@@ -66,7 +66,8 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(tmp_path: Path, pg_dsn: str) ->
         assert first.stdout.split() == ["applied", "0001_init.sql", "applied", "0002_storage.sql",
                                         "applied", "0003_kinds.sql", "applied",
                                         "0004_results.sql", "applied",
-                                        "0005_trace.sql", "applied", "0006_tallies.sql"]
+                                        "0005_trace.sql", "applied", "0006_tallies.sql",
+                                        "applied", "0007_claimed_kinds.sql"]
         again = _run(venturi, "migrate", "--dsn", pg_dsn, "--prefix", prefix, cwd=tmp_path)
         assert "up to date" in again.stdout
         # The README's first command, from the wheel: example jobs through a real worker.

@@ -61,7 +61,8 @@ async def bounced(bouncer_dsn: str, pg_dsn: str, prefix: str) -> AsyncIterator[Q
 async def test_queue_api_through_transaction_pooler(bounced: Queue) -> None:
     assert await bounced.migrate() == ["0001_init.sql", "0002_storage.sql", "0003_kinds.sql",
                                        "0004_results.sql",
-                                       "0005_trace.sql", "0006_tallies.sql"]
+                                       "0005_trace.sql", "0006_tallies.sql",
+                                       "0007_claimed_kinds.sql"]
     assert await bounced.migrate() == []
     first = await bounced.enqueue(Embed(uri="file:///p/1"))
     ids = await bounced.enqueue_many([Embed(uri="file:///p/2"), Embed(uri="file:///q/3")])

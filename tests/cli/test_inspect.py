@@ -20,7 +20,7 @@ def test_migrate_prints_what_it_applied_then_nothing(bare: Cli) -> None:
     assert first.stdout.splitlines() == [
         "applied 0001_init.sql", "applied 0002_storage.sql", "applied 0003_kinds.sql",
         "applied 0004_results.sql",
-        "applied 0005_trace.sql", "applied 0006_tallies.sql"]
+        "applied 0005_trace.sql", "applied 0006_tallies.sql", "applied 0007_claimed_kinds.sql"]
     second = bare.ok("migrate")
     assert "applied" not in second.stdout
     assert "up to date" in second.stdout
