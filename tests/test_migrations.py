@@ -14,12 +14,11 @@ import asyncpg
 import pytest
 
 from tests.conftest import drop_prefix, new_prefix
+from tests.helpers import MIGRATIONS
 from venturi import ConfigError, MemoryStore, Queue
 from venturi.store import _sql
 from venturi.store.postgres import PostgresStore
 
-MIGRATIONS = ["0001_init.sql", "0002_storage.sql", "0003_kinds.sql", "0004_results.sql",
-              "0005_trace.sql", "0006_tallies.sql", "0008_workflows_fanin.sql"]
 TABLES = {"jobs", "journal", "workers", "migrations", "tallies", "kinds", "kind_starts",
           "dependencies", "workflows", "dependency_shards"}
 # Storage parameters (0001 and 0002_storage.sql): autovacuum after a small absolute
@@ -38,8 +37,9 @@ STORAGE = {("jobs", "fillfactor", "80"), ("workers", "fillfactor", "50"), TALLY_
            SHARD_FILL} | {
     (table, name, value) for table in ("jobs", "journal") for name, value in _CHURN}
 INDEXES = {
-    "jobs_pkey", "jobs_claim", "jobs_expiry", "jobs_dedup", "jobs_finished", "jobs_dead",
-    "jobs_subject", "jobs_periodic", "journal_pkey", "journal_job", "workers_pkey",
+    "jobs_pkey", "jobs_claim", "jobs_expiry", "jobs_claimed_kind", "jobs_dedup",
+    "jobs_finished", "jobs_dead", "jobs_subject", "jobs_periodic", "journal_pkey",
+    "journal_job", "workers_pkey",
     "migrations_pkey", "tallies_pkey", "kinds_pkey", "kind_starts_window",
     "dependencies_pkey", "dependencies_job", "workflows_pkey",
     "dependency_shards_pkey",  # 0008_workflows_fanin.sql

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import drop_prefix, new_prefix
+from tests.helpers import MIGRATIONS
 from venturi.worker.http import WEB_EXTRA
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,11 +64,7 @@ def test_wheel_installs_and_runs_in_a_fresh_venv(tmp_path: Path, pg_dsn: str) ->
     prefix = new_prefix()
     try:
         first = _run(venturi, "--dsn", pg_dsn, "--prefix", prefix, "migrate", cwd=tmp_path)
-        assert first.stdout.split() == ["applied", "0001_init.sql", "applied", "0002_storage.sql",
-                                        "applied", "0003_kinds.sql", "applied",
-                                        "0004_results.sql", "applied",
-                                        "0005_trace.sql", "applied", "0006_tallies.sql",
-                                        "applied", "0008_workflows_fanin.sql"]
+        assert first.stdout.split() == [w for name in MIGRATIONS for w in ("applied", name)]
         again = _run(venturi, "migrate", "--dsn", pg_dsn, "--prefix", prefix, cwd=tmp_path)
         assert "up to date" in again.stdout
         # The README's first command, from the wheel: example jobs through a real worker.

@@ -31,6 +31,7 @@ import pytest
 from tests import pgbouncer
 from tests.ci import unavailable
 from tests.conftest import drop_prefix, wait_for
+from tests.helpers import MIGRATIONS
 from tests.tasks import Embed, Refresh
 from venturi import ConfigError, DatabaseError, Queue, Status
 from venturi.store.base import Action, ClaimRequest, Settlement
@@ -59,10 +60,7 @@ async def bounced(bouncer_dsn: str, pg_dsn: str, prefix: str) -> AsyncIterator[Q
 
 
 async def test_queue_api_through_transaction_pooler(bounced: Queue) -> None:
-    assert await bounced.migrate() == ["0001_init.sql", "0002_storage.sql", "0003_kinds.sql",
-                                       "0004_results.sql",
-                                       "0005_trace.sql", "0006_tallies.sql",
-                                       "0008_workflows_fanin.sql"]
+    assert await bounced.migrate() == MIGRATIONS
     assert await bounced.migrate() == []
     first = await bounced.enqueue(Embed(uri="file:///p/1"))
     ids = await bounced.enqueue_many([Embed(uri="file:///p/2"), Embed(uri="file:///q/3")])

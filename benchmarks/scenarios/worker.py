@@ -28,7 +28,7 @@ from venturi import Queue, Worker, logs
 from venturi._ids import uuid7_many
 
 from ..explain import Statement, _id, explain
-from ..harness import Bench, Figure, scenario, truncate
+from ..harness import Bench, Figure, bulk_load, scenario, truncate
 from ..raw import INSERT_NOTIFY, RawConsumer, drain_on
 from ..tasks import (
     KIND,
@@ -333,7 +333,7 @@ async def load_backlog(conn: asyncpg.Connection, prefix: str, finished: int,
     jobs = f"{prefix}jobs"
     cols = "id, kind, payload, priority, status, created_at, visible_at, finished_at, run_count"
     kinds = f"(ARRAY['{KIND}', '{RAW_KIND}', '{PROBE_KIND}'])[1 + g % 3]"
-    async with conn.transaction():
+    async with bulk_load(conn, prefix):
         await conn.execute(f"""
             INSERT INTO {jobs} ({cols})
             SELECT {_id('t.ts', 'c00')}, {kinds}, jsonb_build_object('n', g), 1, 'completed',

@@ -9,6 +9,7 @@ import uuid
 
 import venturi
 from tests.cli_app_tasks import Echo, Reject
+from tests.helpers import MIGRATIONS
 from tests.tracing.recording import Recorded
 from venturi.store.base import Action
 
@@ -17,10 +18,7 @@ from .conftest import APP, Cli, claim, one_line_error, settle
 
 def test_migrate_prints_what_it_applied_then_nothing(bare: Cli) -> None:
     first = bare.ok("migrate")
-    assert first.stdout.splitlines() == [
-        "applied 0001_init.sql", "applied 0002_storage.sql", "applied 0003_kinds.sql",
-        "applied 0004_results.sql",
-        "applied 0005_trace.sql", "applied 0006_tallies.sql", "applied 0008_workflows_fanin.sql"]
+    assert first.stdout.splitlines() == [f"applied {name}" for name in MIGRATIONS]
     second = bare.ok("migrate")
     assert "applied" not in second.stdout
     assert "up to date" in second.stdout

@@ -16,7 +16,7 @@ import pytest
 from venturi import Queue
 from venturi.store.postgres import PostgresStore
 
-from .tasks import side_ddl
+from .tasks import side_ddl, side_drop
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,7 +50,7 @@ async def side(pg_dsn: str, pgq: Queue) -> AsyncIterator[FlowSide]:
     try:
         yield FlowSide(conn, pgq.prefix)
     finally:
-        await conn.execute(f"DROP TABLE IF EXISTS {pgq.prefix}flowside")
+        await conn.execute(side_drop(pgq.prefix))
         await conn.close()
 
 

@@ -38,7 +38,9 @@ def test_every_fragment_is_included() -> None:
              if f.name.endswith(".sql")]
     defined = {m for t in texts for m in re.findall(r"^-- fragment: (\w+)", t, re.MULTILINE)}
     included = {m for t in texts for m in re.findall(r"^\s*-- include: (\w+)", t, re.MULTILINE)}
-    assert defined and defined == included
+    filling = {m for t in texts
+               for m in re.findall(r"^\s*-- include: \w+ \(\w+: (\w+)\)", t, re.MULTILINE)}
+    assert defined and defined == included | filling
 
 
 @pytest.fixture
@@ -65,10 +67,42 @@ def test_fragments_are_included_across_files(package: Path) -> None:
     assert _sql._raw_blocks("sqlpkg_blocks") == {"one": "SELECT\na,\nb\nFROM t"}
 
 
+def test_a_slot_holds_what_its_includer_puts_there_and_nothing_otherwise(
+    package: Path,
+) -> None:
+    (package / "a.sql").write_text(
+        "-- name: plain\nWITH\n-- include: scan\nSELECT 1\n"
+        "-- name: filtered\nWITH\n-- include: scan (extra: only_mine)\nSELECT 2\n"
+        "-- fragment: scan\n-- the scan\nx AS (SELECT id FROM t\n  WHERE a\n-- slot: extra\n"
+        "  ORDER BY id)\n"
+        "-- fragment: only_mine\n  AND mine\n")
+    assert _sql._raw_blocks("sqlpkg_blocks") == {
+        "plain": "WITH\nx AS (SELECT id FROM t\n  WHERE a\n  ORDER BY id)\nSELECT 1",
+        "filtered": "WITH\nx AS (SELECT id FROM t\n  WHERE a\n  AND mine\n  ORDER BY id)\n"
+                    "SELECT 2"}
+
+
+def test_the_limited_claim_scans_its_tiers_with_the_plain_claims_text() -> None:
+    """claim_limited reuses claim_tiers, with not_full in each of its five tier scans;
+    the plain claim and the fast path get the scans without it."""
+    blocks = _sql._raw_blocks()
+    tiers = blocks["claim"].split("low AS (", 1)[1].split("\nUPDATE", 1)[0]
+    limited = blocks["claim_limited"]
+    assert limited.count("FROM full_ AS f") == 5
+    assert "full_" not in blocks["claim"] and "full_" not in blocks["claim_limited_fast"]
+    unfiltered = "\n".join(ln for ln in limited.splitlines()
+                           if "full_ AS f" not in ln and "f.kind = j.kind" not in ln)
+    assert tiers in unfiltered
+
+
 @pytest.mark.parametrize(("files", "says"), [
     ({"a.sql": "-- name: x\nSELECT 1\n", "b.sql": "-- name: x\nSELECT 2\n"}, "twice"),
     ({"a.sql": "-- name: x\n-- include: nope\n"}, "unknown fragment"),
     ({"a.sql": "-- name: x\n-- include: f\n-- fragment: f\n-- include: f\n"}, "itself"),
+    ({"a.sql": "-- name: x\n-- include: f (s: g)\n-- fragment: f\na\n-- fragment: g\nb\n"},
+     "no slot 's'"),
+    ({"a.sql": "-- name: x\n-- include: f (s: g)\n-- fragment: f\na\n-- slot: s\n"},
+     "unknown fragment 'g'"),
 ])
 def test_bad_blocks_are_refused(package: Path, files: dict[str, str], says: str) -> None:
     for filename, text in files.items():

@@ -7,6 +7,9 @@ blocks, each starting with a header line:
 - ``-- name: NAME`` begins a statement, run as ``queries(prefix)[NAME]``;
 - ``-- fragment: NAME`` begins a piece of SQL that several statements share
   (a CTE chain, a guard); a line ``-- include: NAME`` in a block stands for it.
+  A fragment may leave a line ``-- slot: SLOT`` for its includers to fill:
+  ``-- include: NAME (SLOT: OTHER)`` puts fragment OTHER there, a plain include
+  nothing.
 
 A statement whose block holds the line ``-- plan: cached`` may keep one generic plan
 per connection: the asyncpg driver runs it on connections of its own that plan it
@@ -37,6 +40,10 @@ CLOCK_PARAM = "coalesce($1::timestamptz, clock_timestamp())"
 STATEMENTS = "venturi.store.postgres"
 
 
+_BOUND_INCLUDE = re.compile(r"^\s*-- include: (\w+) \((\w+): (\w+)\)\s*$", re.MULTILINE)
+_SLOT = re.compile(r"^\s*-- slot: (\w+)\s*$", re.MULTILINE)
+
+
 def _blocks(text: str) -> list[tuple[str, str, str]]:
     """(kind, name, body) of every block of one file."""
     parts = _HEADER.split(text)
@@ -58,14 +65,28 @@ def _raw_blocks(package: str = STATEMENTS) -> dict[str, str]:
                 raise RuntimeError(f"SQL block {name!r} is defined twice ({file.name})")
             (statements if kind == "name" else fragments)[name] = body
 
+    def fragment(name: str, seen: tuple[str, ...]) -> str:
+        if name not in fragments:
+            raise RuntimeError(f"SQL block includes unknown fragment {name!r}")
+        if name in seen:
+            raise RuntimeError(f"SQL fragment {name!r} includes itself")
+        return fragments[name]
+
     def expand(body: str, seen: tuple[str, ...]) -> str:
         def include(match: re.Match[str]) -> str:
             name = match.group(1)
-            if name not in fragments:
-                raise RuntimeError(f"SQL block includes unknown fragment {name!r}")
-            if name in seen:
-                raise RuntimeError(f"SQL fragment {name!r} includes itself")
-            return expand(fragments[name], (*seen, name))
+            return expand(fragment(name, seen), (*seen, name))
+
+        def bound_include(match: re.Match[str]) -> str:
+            name, slot, filler = match.groups()
+            text = fragment(name, seen)
+            if slot not in _SLOT.findall(text):
+                raise RuntimeError(f"SQL fragment {name!r} has no slot {slot!r}")
+            filled = _SLOT.sub(lambda m: f"-- include: {filler}" if m.group(1) == slot
+                               else "", text)
+            return expand(filled, (*seen, name))
+
+        body = _BOUND_INCLUDE.sub(bound_include, body)
         code = "\n".join(ln for ln in _INCLUDE.sub(include, body).splitlines()
                          if ln.strip() and not ln.lstrip().startswith("--"))
         return code

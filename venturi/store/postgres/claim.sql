@@ -72,16 +72,19 @@ AND j.run_count = ($4::jsonb -> (j.id::text) ->> 0)::int4
 -- fragment: claim_tiers
 -- The tier scans of a claim (docs/concepts/priorities.md), over the kinds of the
 -- CTE open_kinds (column a, an array): `picked` holds the claimed ids. Shared by the
--- plain claim and claim_limited_fast (flow.sql).
+-- plain claim and both limited claims (flow.sql); claim_limited's scans also skip the
+-- rows of full partitions (its fragment not_full, in the slot tier_filter).
 low AS (
-    SELECT id, visible_at FROM {prefix}jobs
+    SELECT id, visible_at FROM {prefix}jobs AS j
     WHERE status = 'pending' AND priority = 2 AND visible_at <= {now}
       AND kind = ANY((SELECT a FROM open_kinds)::text[])
+-- slot: tier_filter
     ORDER BY visible_at, id LIMIT $6 FOR UPDATE SKIP LOCKED
 ), normal AS (
-    SELECT id, visible_at FROM {prefix}jobs
+    SELECT id, visible_at FROM {prefix}jobs AS j
     WHERE status = 'pending' AND priority = 1 AND visible_at <= {now}
       AND kind = ANY((SELECT a FROM open_kinds)::text[])
+-- slot: tier_filter
     ORDER BY visible_at, id LIMIT $5 FOR UPDATE SKIP LOCKED
 ), reserved AS (
     SELECT id FROM low UNION ALL SELECT id FROM normal
@@ -90,27 +93,30 @@ low AS (
 ), last_normal AS (
     SELECT visible_at, id FROM normal ORDER BY visible_at DESC, id DESC LIMIT 1
 ), t0 AS (
-    SELECT id FROM {prefix}jobs
+    SELECT id FROM {prefix}jobs AS j
     WHERE status = 'pending' AND priority = 0 AND visible_at <= {now}
       AND kind = ANY((SELECT a FROM open_kinds)::text[])
+-- slot: tier_filter
     ORDER BY visible_at, id LIMIT $4 FOR UPDATE SKIP LOCKED
 ), t1 AS (
     -- The fill of a tier goes on after the last row its reservation took (a keyset:
     -- the index scan starts there instead of walking again what the reservation
     -- walked, dead entries included), and only when the reservation took all it asked
     -- for: fewer means the tier is exhausted.
-    SELECT id FROM {prefix}jobs
+    SELECT id FROM {prefix}jobs AS j
     WHERE status = 'pending' AND priority = 1 AND visible_at <= {now}
       AND kind = ANY((SELECT a FROM open_kinds)::text[])
+-- slot: tier_filter
       AND (visible_at, id) > (
           coalesce((SELECT visible_at FROM last_normal), '-infinity'::timestamptz),
           coalesce((SELECT id FROM last_normal), '00000000-0000-0000-0000-000000000000'::uuid))
       AND (SELECT count(*) FROM normal) >= $5
     ORDER BY visible_at, id LIMIT $4 FOR UPDATE SKIP LOCKED
 ), t2 AS (
-    SELECT id FROM {prefix}jobs
+    SELECT id FROM {prefix}jobs AS j
     WHERE status = 'pending' AND priority = 2 AND visible_at <= {now}
       AND kind = ANY((SELECT a FROM open_kinds)::text[])
+-- slot: tier_filter
       AND (visible_at, id) > (
           coalesce((SELECT visible_at FROM last_low), '-infinity'::timestamptz),
           coalesce((SELECT id FROM last_low), '00000000-0000-0000-0000-000000000000'::uuid))

@@ -88,8 +88,11 @@ UPDATE {prefix}kinds AS s SET kind = s.kind FROM rows_ WHERE s.kind = rows_.kind
 -- The claim of limited kinds, under lock_kinds. Per (kind, limit_key) partition, the
 -- room is what its concurrency (claimed jobs) and its rate (claims in the window,
 -- kind_starts) leave; partitions with none are skipped by the tier scans, which are
--- the plain claim's (priorities and reserved slots included), and each partition keeps
--- at most its room of what they found, in claim order. A paused kind is left out.
+-- the plain claim's (claim_tiers: priorities and reserved slots included), and each
+-- partition keeps at most its room of what they found, in claim order. A paused kind
+-- is left out. The limits are judged at the clock's time after the lock (t); the tier
+-- scans take what was runnable when the transaction began, which only leaves a job
+-- that became runnable during the lock wait to the next claim.
 WITH t AS (
     SELECT {clock} AS now
 ), k AS (
@@ -126,67 +129,20 @@ WITH t AS (
     FROM used AS u JOIN k ON k.kind = u.kind
 ), full_ AS (
     SELECT kind, limit_key FROM room WHERE room <= 0
-), low AS (
-    SELECT id, visible_at FROM {prefix}jobs AS j
-    WHERE status = 'pending' AND priority = 2 AND visible_at <= (SELECT now FROM t)
-      AND kind = ANY((SELECT a FROM open_kinds)::text[])
--- include: not_full
-    ORDER BY visible_at, id LIMIT $6 FOR UPDATE SKIP LOCKED
-), normal AS (
-    SELECT id, visible_at FROM {prefix}jobs AS j
-    WHERE status = 'pending' AND priority = 1 AND visible_at <= (SELECT now FROM t)
-      AND kind = ANY((SELECT a FROM open_kinds)::text[])
--- include: not_full
-    ORDER BY visible_at, id LIMIT $5 FOR UPDATE SKIP LOCKED
-), reserved AS (
-    SELECT id FROM low UNION ALL SELECT id FROM normal
-), last_low AS (
-    SELECT visible_at, id FROM low ORDER BY visible_at DESC, id DESC LIMIT 1
-), last_normal AS (
-    SELECT visible_at, id FROM normal ORDER BY visible_at DESC, id DESC LIMIT 1
-), t0 AS (
-    SELECT id FROM {prefix}jobs AS j
-    WHERE status = 'pending' AND priority = 0 AND visible_at <= (SELECT now FROM t)
-      AND kind = ANY((SELECT a FROM open_kinds)::text[])
--- include: not_full
-    ORDER BY visible_at, id LIMIT $4 FOR UPDATE SKIP LOCKED
-), t1 AS (
-    SELECT id FROM {prefix}jobs AS j
-    WHERE status = 'pending' AND priority = 1 AND visible_at <= (SELECT now FROM t)
-      AND kind = ANY((SELECT a FROM open_kinds)::text[])
--- include: not_full
-      AND (visible_at, id) > (
-          coalesce((SELECT visible_at FROM last_normal), '-infinity'::timestamptz),
-          coalesce((SELECT id FROM last_normal), '00000000-0000-0000-0000-000000000000'::uuid))
-      AND (SELECT count(*) FROM normal) >= $5
-    ORDER BY visible_at, id LIMIT $4 FOR UPDATE SKIP LOCKED
-), t2 AS (
-    SELECT id FROM {prefix}jobs AS j
-    WHERE status = 'pending' AND priority = 2 AND visible_at <= (SELECT now FROM t)
-      AND kind = ANY((SELECT a FROM open_kinds)::text[])
--- include: not_full
-      AND (visible_at, id) > (
-          coalesce((SELECT visible_at FROM last_low), '-infinity'::timestamptz),
-          coalesce((SELECT id FROM last_low), '00000000-0000-0000-0000-000000000000'::uuid))
-      AND (SELECT count(*) FROM low) >= $6
-    ORDER BY visible_at, id LIMIT $4 FOR UPDATE SKIP LOCKED
-), fill AS (
-    SELECT id FROM (SELECT id FROM t0 UNION ALL SELECT id FROM t1 UNION ALL SELECT id FROM t2) AS f
-    LIMIT greatest($4 - (SELECT count(*) FROM reserved), 0)
-), found AS (
-    SELECT id FROM reserved UNION ALL SELECT id FROM fill
-), ranked AS (
+),
+-- include: claim_tiers (tier_filter: not_full)
+, ranked AS (
     SELECT j.id, j.kind, j.limit_key, k.rate_n,
            row_number() OVER (PARTITION BY j.kind, j.limit_key
                               ORDER BY j.priority, j.visible_at, j.id) AS rn,
            coalesce(r.room, least(k.conc, k.rate_n)) AS room, least(k.conc, k.rate_n) AS lim
-    FROM found AS f JOIN {prefix}jobs AS j ON j.id = f.id JOIN k ON k.kind = j.kind
+    FROM picked AS f JOIN {prefix}jobs AS j ON j.id = f.id JOIN k ON k.kind = j.kind
     LEFT JOIN room AS r ON r.kind = j.kind AND r.limit_key IS NOT DISTINCT FROM j.limit_key
-), picked AS (
+), kept AS (
     SELECT id, kind, limit_key, rate_n FROM ranked WHERE room IS NULL OR rn <= room
 ), logged AS (
     INSERT INTO {prefix}kind_starts (kind, limit_key, claimed_at, n)
-    SELECT kind, limit_key, (SELECT now FROM t), count(*) FROM picked WHERE rate_n IS NOT NULL
+    SELECT kind, limit_key, (SELECT now FROM t), count(*) FROM kept WHERE rate_n IS NOT NULL
     GROUP BY kind, limit_key
 )
 UPDATE {prefix}jobs AS j SET
@@ -194,11 +150,11 @@ UPDATE {prefix}jobs AS j SET
     claimed_by = $7,
     run_count = j.run_count + 1,
     claim_expires_at = (SELECT now FROM t) + k.lease
-FROM picked, k
-WHERE j.id = picked.id AND k.kind = j.kind
+FROM kept, k
+WHERE j.id = kept.id AND k.kind = j.kind
 RETURNING
 -- include: job_columns
-, (SELECT count(*) FROM found),
+, (SELECT count(*) FROM picked),
 -- The kinds this claim left with a partition more than half used (or full): their
 -- settlements are worth announcing to the other workers (docs/concepts/flow-control.md).
 (SELECT coalesce(array_agg(DISTINCT kind), '{}') FROM ranked
