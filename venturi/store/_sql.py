@@ -8,7 +8,11 @@ blocks, each starting with a header line:
 - ``-- fragment: NAME`` begins a piece of SQL that several statements share
   (a CTE chain, a guard); a line ``-- include: NAME`` in a block stands for it.
 
-Other ``--`` lines are comments and are dropped. In the text, ``{prefix}`` is
+Other ``--`` lines are comments and are dropped; one starting ``-- prepared:``
+(and saying why) marks a statement that reads no table, whose generic plan
+therefore cannot go stale: the psycopg driver keeps only those prepared
+(docs/operations/maintenance.md, "Plans that outlive the table they were made
+for"). In the text, ``{prefix}`` is
 the validated table prefix (table names are also schema-qualified) and
 ``{now}`` the clock: ``$1``, or the database's ``now()`` when the store's clock
 returns None (``{clock}``: the same, but ``clock_timestamp()``, for a statement that
@@ -22,14 +26,29 @@ from __future__ import annotations
 import re
 from functools import cache
 from importlib import resources
+from typing import Any
 
 from ..config import validate_prefix
 
 _HEADER = re.compile(r"^-- (name|fragment): (\w+)\s*$", re.MULTILINE)
 _INCLUDE = re.compile(r"^\s*-- include: (\w+)\s*$", re.MULTILINE)
+_PREPARED = re.compile(r"^-- prepared: ", re.MULTILINE)
 NOW_PARAM = "coalesce($1::timestamptz, now())"
 CLOCK_PARAM = "coalesce($1::timestamptz, clock_timestamp())"
 STATEMENTS = "venturi.store.postgres"
+
+
+def _sql_files(package: str) -> list[Any]:
+    return sorted((f for f in resources.files(package).iterdir() if f.name.endswith(".sql")),
+                  key=lambda f: f.name)
+
+
+@cache
+def _prepared(package: str = STATEMENTS) -> frozenset[str]:
+    """The statements of ``package`` marked ``-- prepared:``."""
+    return frozenset(name for file in _sql_files(package)
+                     for kind, name, body in _blocks(file.read_text(encoding="utf-8"))
+                     if kind == "name" and _PREPARED.search(body))
 
 
 def _blocks(text: str) -> list[tuple[str, str, str]]:
@@ -45,9 +64,7 @@ def _raw_blocks(package: str = STATEMENTS) -> dict[str, str]:
     comments dropped, by name."""
     statements: dict[str, str] = {}
     fragments: dict[str, str] = {}
-    files = sorted((f for f in resources.files(package).iterdir() if f.name.endswith(".sql")),
-                   key=lambda f: f.name)
-    for file in files:
+    for file in _sql_files(package):
         for kind, name, body in _blocks(file.read_text(encoding="utf-8")):
             if name in statements or name in fragments:
                 raise RuntimeError(f"SQL block {name!r} is defined twice ({file.name})")
@@ -69,14 +86,16 @@ def _raw_blocks(package: str = STATEMENTS) -> dict[str, str]:
 
 
 class Query:
-    """One statement, ready to run. ``uses_now``: its ``$1`` is the clock."""
+    """One statement, ready to run. ``uses_now``: its ``$1`` is the clock;
+    ``prepared``: it reads no table, so a driver may keep it prepared."""
 
-    __slots__ = ("name", "sql", "uses_now")
+    __slots__ = ("name", "prepared", "sql", "uses_now")
 
-    def __init__(self, name: str, sql: str, uses_now: bool) -> None:
+    def __init__(self, name: str, sql: str, uses_now: bool, prepared: bool = False) -> None:
         self.name = name
         self.sql = sql
         self.uses_now = uses_now
+        self.prepared = prepared
 
 
 # Table references (not channel names, which sit inside quotes).
@@ -97,12 +116,13 @@ def queries(prefix: str, schema: str | None = None) -> dict[str, Query]:
     validate_prefix(prefix)
     qualified = prefix if schema is None else f"{quote_ident(schema)}.{prefix}"
     out: dict[str, Query] = {}
+    prepared = _prepared()
     for name, body in _raw_blocks().items():
         uses_now = "{now}" in body or "{clock}" in body
         body = _TABLE.sub(lambda m: f"{qualified}{m.group(1)}", body)
         sql = (body.replace("{prefix}", prefix).replace("{now}", NOW_PARAM)
                .replace("{clock}", CLOCK_PARAM))
-        out[name] = Query(name, sql, uses_now)
+        out[name] = Query(name, sql, uses_now, name in prepared)
     return out
 
 
