@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -200,8 +201,10 @@ async def test_synchronous_queue_keeps_prepared_only_what_reads_no_table(
                 name, runs = kept["insert_one"]
                 assert runs >= 8
                 c.execute("SET plan_cache_mode = force_generic_plan")
-                ((plan,),) = c.execute(f"EXPLAIN (FORMAT JSON) EXECUTE {name}"
-                                       f"({', '.join(['NULL'] * 14)})").fetchall()
+                sql = queue.store._q["insert_one"].sql  # type: ignore[attr-defined]
+                nulls = ", ".join(["NULL"] * max(int(n) for n in re.findall(r"\$(\d+)", sql)))
+                ((plan,),) = c.execute(
+                    f"EXPLAIN (FORMAT JSON) EXECUTE {name}({nulls})").fetchall()
                 c.execute("RESET plan_cache_mode")
             assert _scans(plan[0]) == []
     finally:
