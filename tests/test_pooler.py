@@ -33,7 +33,7 @@ from tests.ci import unavailable
 from tests.conftest import drop_prefix, wait_for
 from tests.helpers import MIGRATIONS
 from tests.tasks import Embed, Refresh
-from venturi import ConfigError, DatabaseError, Queue, Status
+from venturi import ConfigError, DatabaseError, Queue, Status, SyncQueue
 from venturi.store.base import Action, ClaimRequest, Settlement
 from venturi.store.postgres import PostgresStore
 
@@ -121,6 +121,38 @@ async def test_statement_cache_breaks_without_pooler_flag(
                         await queue.enqueue(Embed(uri="file:///cached"))
         async with Queue.connect(pg_dsn, prefix=prefix) as direct:
             assert await direct.count(kind="test.embed") == 3  # nothing half-written
+    finally:
+        await holder.close()
+        await drop_prefix(pg_dsn, prefix)
+
+
+async def test_synchronous_queue_prepares_nothing_with_pooler_flag(
+    bouncer_dsn: str, pg_dsn: str, prefix: str
+) -> None:
+    """SyncQueue's pool keeps its single-row insert prepared; behind PgBouncer that
+    statement is then missing on the next server connection, unless ``pooler=True``
+    (nothing prepared, as with the asyncpg pool)."""
+    with SyncQueue.connect(pg_dsn, prefix=prefix) as direct:
+        direct.migrate()
+    holder = await asyncpg.connect(bouncer_dsn, statement_cache_size=0)
+    try:
+        for pooler, expect_failure in ((False, True), (True, False)):
+            with SyncQueue.connect(bouncer_dsn, prefix=prefix, pooler=pooler,
+                                   min_size=1, max_size=1) as queue:
+                # Prepares the insert on server connection A (without pooler).
+                queue.enqueue(Embed(uri="file:///cached"))
+                async with holder.transaction():  # keeps A busy
+                    await holder.fetchval("SELECT 1")
+                    if expect_failure:
+                        with pytest.raises(DatabaseError, match="prepared statement"):
+                            queue.enqueue(Embed(uri="file:///cached"))
+                    else:
+                        for _ in range(8):
+                            queue.enqueue(Embed(uri="file:///cached"))
+                        queue.enqueue_many([Embed(uri="file:///many")] * 3)
+                        assert queue.count(kind="test.embed") == 13
+        with SyncQueue.connect(pg_dsn, prefix=prefix) as direct:
+            assert direct.count(kind="test.embed") == 13  # nothing half-written
     finally:
         await holder.close()
         await drop_prefix(pg_dsn, prefix)

@@ -110,6 +110,7 @@ class SyncQueue:
         clock: Clock | None = None,
         max_payload_bytes: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES,
         connect_timeout: float = 10.0,
+        pooler: bool = False,
     ) -> SyncQueue:
         """Open a psycopg pool on ``dsn`` for the queue named by ``prefix``.
 
@@ -117,9 +118,10 @@ class SyncQueue:
         it for the life of the process (``queue = SyncQueue.connect(dsn)`` at startup,
         ``queue.close()`` at shutdown), shared by every thread. ``min_size``/``max_size``
         bound the pool (size it to the threads that enqueue at once); ``clock`` is
-        for tests (``ManualClock``)."""
+        for tests (``ManualClock``). ``pooler=True`` prepares no statement, for
+        PgBouncer in transaction mode (as ``Queue.connect``'s)."""
         store = _psycopg_store(dsn, prefix=prefix, min_size=min_size, max_size=max_size,
-                               clock=clock, connect_timeout=connect_timeout)
+                               clock=clock, connect_timeout=connect_timeout, pooler=pooler)
         return cls(store, max_payload_bytes=max_payload_bytes)
 
     def __enter__(self) -> SyncQueue:
@@ -233,12 +235,13 @@ def _psycopg_driver() -> type[PsycopgDriver]:
 
 
 def _psycopg_store(dsn: str, *, prefix: str, min_size: int, max_size: int, clock: Clock | None,
-                   connect_timeout: float) -> Store:
+                   connect_timeout: float, pooler: bool) -> Store:
     validate_prefix(prefix)
     if not isinstance(dsn, str) or not dsn.strip():
         raise ConfigError("no database DSN given: set --dsn or VENTURI_DSN")
     from .store.postgres import PostgresStore
 
     driver, schema = _psycopg_driver().connect(dsn, prefix=prefix, min_size=min_size,
-                                           max_size=max_size, connect_timeout=connect_timeout)
+                                           max_size=max_size, connect_timeout=connect_timeout,
+                                           pooler=pooler)
     return PostgresStore(driver, prefix=prefix, clock=clock, schema=schema)

@@ -10,14 +10,19 @@ sees.
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import AsyncIterator
 
 import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 
-from tests.producers.callers import ASYNC_KINDS, Caller, async_caller
+from tests.producers.callers import ASYNC_KINDS, Caller, async_caller, sa_url
 from tests.producers.conftest import Notices
 from tests.tasks import Embed, Refresh
 from venturi import Queue, Status
+from venturi.store.postgres import sqlalchemy_adoption
 
 
 @pytest.fixture(params=ASYNC_KINDS)
@@ -109,3 +114,44 @@ async def test_a_bulk_copy_joins_the_transaction(pg_queue: Queue, caller: Caller
     await pg_queue.enqueue_many([Embed(uri=f"file:///{n}") for n in range(4)], conn=caller.conn)
     await caller.commit()
     assert await pg_queue.count() == 4
+
+
+@pytest.mark.parametrize("driver", ["asyncpg", "psycopg"])
+async def test_a_session_kept_across_transactions_joins_each_one(
+        pg_queue: Queue, pg_dsn: str, driver: str) -> None:
+    """The driver connection found for one transaction of a session is reused while that
+    transaction lasts, never into the next, which may run on another connection of the
+    engine's pool: each job commits or rolls back with the transaction open when it was
+    enqueued."""
+    engine = create_async_engine(sa_url(pg_dsn, driver), pool_size=2)
+    try:
+        async with engine.connect() as a, engine.connect() as b:  # both in the pool
+            assert a is not b
+        backends = set()
+        async with AsyncSession(engine) as session:
+            kept = []
+            for uri in ("1", "2", "3"):
+                kept.append(await pg_queue.enqueue(Embed(uri=uri), conn=session))
+                backends.add(await session.scalar(text("SELECT pg_backend_pid()")))
+                await session.commit()
+                gone = await pg_queue.enqueue(Embed(uri="no"), conn=session)
+                backends.add(await session.scalar(text("SELECT pg_backend_pid()")))
+                await session.rollback()
+                assert await pg_queue.job(gone.id) is None
+            assert len(backends) == 2  # the transactions took turns on the two connections
+        assert {j.id for j in (await pg_queue.history()).jobs} == {e.id for e in kept}
+    finally:
+        await engine.dispose()
+
+
+async def test_a_session_gone_leaves_nothing_behind(pg_queue: Queue, pg_dsn: str) -> None:
+    """What venturi remembers about a session (where it found its driver connection)
+    does not keep the session alive."""
+    async with async_caller("AsyncSession+asyncpg", pg_dsn) as caller:
+        await pg_queue.enqueue(Embed(uri="1"), conn=caller.conn)
+        await caller.commit()
+        session = weakref.ref(caller.conn.sync_session)
+        del caller
+    gc.collect()
+    assert session() is None
+    assert len(sqlalchemy_adoption._FOUND) == 0

@@ -6,12 +6,14 @@ then may keep a generic plan costed on the table as it was then. A claim prepare
 new, empty queue and reused while the table grows (nothing vacuums or analyzes it, so
 the plan is never replaced) joined its picked ids back to the jobs table by a
 sequential scan over every row: the collapse of benchmarks/notes.md ("Steady state").
-venturi's own pools plan every execution with its parameters, except the claim: it
-runs on connections of its own that keep one generic plan, made with sequential scans,
-hash and merge joins priced out, so that it joins its picked ids back by the primary key
-whatever the table's size (venturi/store/postgres/driver.py, CACHED_PLAN_SETTINGS). Each
-test here prepares the claim on an empty table, grows the table by 40,000 rows and as
-many dead versions without a vacuum, and reads the plan that same session then uses.
+venturi's own pools plan every execution with its parameters, except two kinds of
+statement. The claim runs on connections of its own that keep one generic plan, made
+with sequential scans, hash and merge joins priced out, so that it joins its picked ids
+back by the primary key whatever the table's size (venturi/store/postgres/driver.py,
+CACHED_PLAN_SETTINGS). The psycopg pool keeps prepared only the statements that read no
+table (``-- prepared:`` in the SQL). Each test here prepares the claim on an empty table,
+grows the table by 40,000 rows and as many dead versions without a vacuum, and reads the
+plan that same session then uses.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -27,6 +30,7 @@ import asyncpg
 import pytest
 
 from tests.conftest import drop_prefix, wait_for
+from tests.tasks import Embed, Refresh
 from venturi import SyncQueue
 from venturi.store.base import ClaimRequest
 from venturi.store.postgres import PostgresStore
@@ -159,19 +163,59 @@ async def test_only_venturis_own_connections_are_set(pg_dsn: str, pg_store: Post
         await pool.close()
 
 
-async def test_synchronous_queue_connections_prepare_nothing(pg_dsn: str, prefix: str) -> None:
-    """psycopg prepares a statement run five times; SyncQueue's pool never does, so no
-    generic plan can be cached: every statement is planned with its parameters."""
+def _scans(plan: dict[str, Any]) -> list[str]:
+    """The scan nodes of an EXPLAIN (FORMAT JSON) plan, as "Node Type on relation"."""
+    found: list[str] = []
+
+    def walk(node: dict[str, Any]) -> None:
+        if node["Node Type"].endswith("Scan"):
+            found.append(f"{node['Node Type']} on {node.get('Relation Name', '?')}")
+        for child in node.get("Plans", []):
+            walk(child)
+
+    walk(plan["Plan"])
+    return found
+
+
+async def test_synchronous_queue_keeps_prepared_only_what_reads_no_table(
+        pg_dsn: str, prefix: str, admin: asyncpg.Connection) -> None:
+    """psycopg prepares a statement run five times, and PostgreSQL may then keep a
+    generic plan of it. SyncQueue's pool keeps prepared only the statements that read
+    no table (the single-row insert: its plan has nothing to go stale); the ones that
+    scan go unnamed, planned with their parameters each time, whatever the table grew
+    to since."""
     try:
         with SyncQueue.connect(pg_dsn, prefix=prefix, max_size=1) as queue:
             queue.migrate()
-            for _ in range(8):
-                queue.count(kind="embed", statuses=["pending"])
+            for table in ("jobs", "journal"):
+                await admin.execute(
+                    f"ALTER TABLE {prefix}{table} SET (autovacuum_enabled = false)")
+            for n in range(8):  # past the fifth execution, on a table that is still empty
+                job = queue.enqueue(Embed(uri=f"file:///{n}")).id
+                queue.enqueue(Refresh(uri=f"file:///r{n % 2}"))  # dedup: lock, candidate, insert
+                queue.job(job)
+                queue.count(kind="test.embed", statuses=["pending"])
+                queue.cancel(ids=[job])
+            await admin.execute(
+                f"INSERT INTO {prefix}jobs (id, kind, payload) SELECT gen_random_uuid(),"
+                " 'test.embed', '{}' FROM generate_series(1, 40000)")
+            queue.count(kind="test.embed", statuses=["pending"])
             pool: Any = queue.store.driver.pool  # type: ignore[attr-defined]
+            statements = {q.sql: q for q in queue.store._q.values()}  # type: ignore[attr-defined]
             with pool.connection() as c:
-                assert c.prepare_threshold is None
-                prepared = c.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()
-                assert prepared == (0,)
+                prepared = c.execute("SELECT name, statement, generic_plans + custom_plans"
+                                     " FROM pg_prepared_statements").fetchall()
+                kept = {statements[sql].name: (name, runs) for name, sql, runs in prepared}
+                assert set(kept) == {"insert_one"}, sorted(kept)
+                name, runs = kept["insert_one"]
+                assert runs >= 8
+                c.execute("SET plan_cache_mode = force_generic_plan")
+                sql = queue.store._q["insert_one"].sql  # type: ignore[attr-defined]
+                nulls = ", ".join(["NULL"] * max(int(n) for n in re.findall(r"\$(\d+)", sql)))
+                ((plan,),) = c.execute(
+                    f"EXPLAIN (FORMAT JSON) EXECUTE {name}({nulls})").fetchall()
+                c.execute("RESET plan_cache_mode")
+            assert _scans(plan[0]) == []
     finally:
         await drop_prefix(pg_dsn, prefix)
 
@@ -181,6 +225,24 @@ async def test_the_claims_own_connections_are_set(pg_store: PostgresStore) -> No
     async with pool.acquire() as c:
         got = {k: await c.fetchval(f"SHOW {k}") for k in CACHED_PLAN_SETTINGS}
     assert got == CACHED_PLAN_SETTINGS
+
+
+async def test_statements_marked_prepared_read_no_table(pg_store: PostgresStore,
+                                                        admin: asyncpg.Connection) -> None:
+    """What the psycopg driver keeps prepared (``-- prepared:`` in the SQL files) is
+    only what no table size can make a bad plan for: a generic plan with no scan."""
+    marked = [q for q in pg_store._q.values() if q.prepared]
+    assert marked, "no statement is marked prepared"
+    async with admin.transaction():
+        await admin.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        for q in marked:
+            statement = await admin.prepare(q.sql)
+            nulls = ", ".join(["NULL"] * len(statement.get_parameters()))
+            await admin.execute(f"PREPARE marked AS {q.sql}")
+            (plan,) = json.loads(await admin.fetchval(
+                f"EXPLAIN (FORMAT JSON) EXECUTE marked({nulls})"))
+            await admin.execute("DEALLOCATE marked")
+            assert _scans(plan) == [], (q.name, _scans(plan))
 
 
 def test_what_the_dsn_says_wins() -> None:

@@ -11,11 +11,16 @@ blocks, each starting with a header line:
   ``-- include: NAME (SLOT: OTHER)`` puts fragment OTHER there, a plain include
   nothing.
 
-A statement whose block holds the line ``-- plan: cached`` may keep one generic plan
-per connection: the asyncpg driver runs it on connections of its own that plan it
-once, with sequential scans and hash and merge joins priced out (asyncpg_driver.py
-says why; docs/operations/maintenance.md, "Plans that outlive the table they were made
-for"). Other ``--`` lines are comments and are dropped. In the text, ``{prefix}`` is
+Two comment lines say what a driver may keep of a statement's plan (docs/operations/
+maintenance.md, "Plans that outlive the table they were made for"):
+
+- ``-- prepared: WHY`` marks a statement that reads no table, whose generic plan
+  therefore cannot go stale: the psycopg driver keeps only those prepared;
+- ``-- plan: cached`` marks one the asyncpg driver runs on connections of its own that
+  plan it once, with sequential scans and hash and merge joins priced out
+  (asyncpg_driver.py says why): the claim.
+
+Other ``--`` lines are comments and are dropped. In the text, ``{prefix}`` is
 the validated table prefix (table names are also schema-qualified) and
 ``{now}`` the clock: ``$1``, or the database's ``now()`` when the store's clock
 returns None (``{clock}``: the same, but ``clock_timestamp()``, for a statement that
@@ -29,12 +34,14 @@ from __future__ import annotations
 import re
 from functools import cache
 from importlib import resources
+from typing import Any
 
 from ..config import validate_prefix
 
 _HEADER = re.compile(r"^-- (name|fragment): (\w+)\s*$", re.MULTILINE)
 _INCLUDE = re.compile(r"^\s*-- include: (\w+)\s*$", re.MULTILINE)
 _CACHED_PLAN = re.compile(r"^-- plan: cached\s*$", re.MULTILINE)
+_PREPARED = re.compile(r"^-- prepared: ", re.MULTILINE)
 NOW_PARAM = "coalesce($1::timestamptz, now())"
 CLOCK_PARAM = "coalesce($1::timestamptz, clock_timestamp())"
 STATEMENTS = "venturi.store.postgres"
@@ -42,6 +49,19 @@ STATEMENTS = "venturi.store.postgres"
 
 _BOUND_INCLUDE = re.compile(r"^\s*-- include: (\w+) \((\w+): (\w+)\)\s*$", re.MULTILINE)
 _SLOT = re.compile(r"^\s*-- slot: (\w+)\s*$", re.MULTILINE)
+
+
+def _sql_files(package: str) -> list[Any]:
+    return sorted((f for f in resources.files(package).iterdir() if f.name.endswith(".sql")),
+                  key=lambda f: f.name)
+
+
+@cache
+def _marked(marker: re.Pattern[str], package: str = STATEMENTS) -> frozenset[str]:
+    """The statements of ``package`` whose block holds a ``marker`` line."""
+    return frozenset(name for file in _sql_files(package)
+                     for kind, name, body in _blocks(file.read_text(encoding="utf-8"))
+                     if kind == "name" and marker.search(body))
 
 
 def _blocks(text: str) -> list[tuple[str, str, str]]:
@@ -57,9 +77,7 @@ def _raw_blocks(package: str = STATEMENTS) -> dict[str, str]:
     comments dropped, by name."""
     statements: dict[str, str] = {}
     fragments: dict[str, str] = {}
-    files = sorted((f for f in resources.files(package).iterdir() if f.name.endswith(".sql")),
-                   key=lambda f: f.name)
-    for file in files:
+    for file in _sql_files(package):
         for kind, name, body in _blocks(file.read_text(encoding="utf-8")):
             if name in statements or name in fragments:
                 raise RuntimeError(f"SQL block {name!r} is defined twice ({file.name})")
@@ -94,28 +112,19 @@ def _raw_blocks(package: str = STATEMENTS) -> dict[str, str]:
     return {name: expand(body, ()) for name, body in statements.items()}
 
 
-@cache
-def _cached_plans(package: str = STATEMENTS) -> frozenset[str]:
-    """The statements of ``package`` whose block says ``-- plan: cached``."""
-    names = set()
-    for file in resources.files(package).iterdir():
-        if file.name.endswith(".sql"):
-            for kind, name, body in _blocks(file.read_text(encoding="utf-8")):
-                if kind == "name" and _CACHED_PLAN.search(body):
-                    names.add(name)
-    return frozenset(names)
-
-
 class Query:
-    """One statement, ready to run. ``uses_now``: its ``$1`` is the clock.
+    """One statement, ready to run. ``uses_now``: its ``$1`` is the clock;
+    ``prepared``: it reads no table, so a driver may keep it prepared;
     ``cached_plan``: its block says ``-- plan: cached`` (see above)."""
 
-    __slots__ = ("cached_plan", "name", "sql", "uses_now")
+    __slots__ = ("cached_plan", "name", "prepared", "sql", "uses_now")
 
-    def __init__(self, name: str, sql: str, uses_now: bool, cached_plan: bool = False) -> None:
+    def __init__(self, name: str, sql: str, uses_now: bool, prepared: bool = False,
+                 cached_plan: bool = False) -> None:
         self.name = name
         self.sql = sql
         self.uses_now = uses_now
+        self.prepared = prepared
         self.cached_plan = cached_plan
 
 
@@ -137,13 +146,13 @@ def queries(prefix: str, schema: str | None = None) -> dict[str, Query]:
     validate_prefix(prefix)
     qualified = prefix if schema is None else f"{quote_ident(schema)}.{prefix}"
     out: dict[str, Query] = {}
-    cached = _cached_plans()
+    prepared, cached = _marked(_PREPARED), _marked(_CACHED_PLAN)
     for name, body in _raw_blocks().items():
         uses_now = "{now}" in body or "{clock}" in body
         body = _TABLE.sub(lambda m: f"{qualified}{m.group(1)}", body)
         sql = (body.replace("{prefix}", prefix).replace("{now}", NOW_PARAM)
                .replace("{clock}", CLOCK_PARAM))
-        out[name] = Query(name, sql, uses_now, name in cached)
+        out[name] = Query(name, sql, uses_now, name in prepared, name in cached)
     return out
 
 

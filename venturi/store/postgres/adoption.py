@@ -71,9 +71,9 @@ def adopt_async(conn: Any, prefix: str, dsn: str | None) -> Executor:
         return AsyncPsycopgExecutor(conn, prefix)
     sa_async = _module("sqlalchemy.ext.asyncio")
     if sa_async is not None and isinstance(conn, sa_async.AsyncConnection | sa_async.AsyncSession):
-        from .sqlalchemy_adoption import SQLAlchemyAsyncExecutor
+        from .sqlalchemy_adoption import SQLAlchemyAsyncExecutor, found_executor
 
-        return SQLAlchemyAsyncExecutor(conn, prefix, dsn)
+        return found_executor(conn, prefix, dsn) or SQLAlchemyAsyncExecutor(conn, prefix, dsn)
     hint = ": a synchronous connection goes to venturi.SyncQueue" if _is_blocking(conn) else ""
     raise refuse(conn, ASYNC_ACCEPTED, hint)
 

@@ -6,6 +6,7 @@
 -- name: insert_one
 -- One row, one round trip. The wake-up is computed in RETURNING: no CTE to
 -- materialise and scan back (docs/benchmarks.md, producer paths).
+-- prepared: it reads no table; planning it on every call cost 11 % of an enqueue
 INSERT INTO {prefix}jobs (id, kind, payload, priority, created_at, visible_at,
                           max_failures, carry, dedup_key, subject, periodic, trace_context,
                           limit_key)

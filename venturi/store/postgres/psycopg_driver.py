@@ -5,8 +5,8 @@ It is what ``SyncQueue`` runs PostgresStore's operations on (see
 connections are in autocommit mode, like asyncpg's: a statement is its own
 transaction, one round trip, and ``atomic`` opens a transaction when an
 operation needs several. A pool of the caller's (``from_pool``) may be in
-either mode: the pool's ``connection()`` commits whatever a statement left
-open when it gives the connection back.
+either mode: a statement it left in a transaction is committed before the
+connection goes back.
 
 It serves producers, inspection and administration; the worker's dedicated
 sessions (LISTEN, the identity lock) belong to the asyncpg driver, which the
@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 import psycopg_pool
+from psycopg.pq import TransactionStatus
 
 from ...config import mask_dsn
 from ...errors import ConfigError
@@ -35,13 +36,17 @@ WORKER_ONLY = ("needs an asyncio store: run workers on venturi.Queue.connect, "
                "SyncQueue serves producers")
 
 
-# psycopg prepares a statement it has run five times on a connection, and PostgreSQL may
-# then cache a generic plan for it (driver.SESSION_SETTINGS says what that does to the
-# claim). The pool's connections prepare nothing instead: each statement goes unnamed
-# and is planned with its parameters. Not a session setting as with asyncpg: SyncQueue
-# has no pooler switch, and behind a transaction pooler a SET would land on a lent
-# server connection.
-POOL_CONNECTION = {"autocommit": True, "prepare_threshold": None}
+# Which statements stay prepared is the driver's choice, statement by statement: only
+# those that read no table (``Query.prepared``: the single-row insert), whose generic
+# plan cannot go stale; every other one goes unnamed and is planned with its parameters
+# each time (driver.SESSION_SETTINGS says what a stale generic plan does to a query
+# that scans). So no session setting is needed, and none is made. Behind a transaction
+# pooler (``pooler=True``) nothing is prepared at all: PgBouncer would send the next
+# statement to a server connection that never prepared it.
+POOL_CONNECTION: dict[str, Any] = {"autocommit": True}
+POOLER_CONNECTION: dict[str, Any] = {"autocommit": True, "prepare_threshold": None}
+# How many rows a one-statement call reads: none, the first, all of them.
+NONE, ONE, ALL = 0, 1, 2
 
 
 class PsycopgDriver:
@@ -56,7 +61,8 @@ class PsycopgDriver:
 
     @classmethod
     def connect(cls, dsn: str, *, prefix: str, min_size: int, max_size: int,
-                connect_timeout: float) -> tuple[PsycopgDriver, str | None]:
+                connect_timeout: float, pooler: bool = False
+                ) -> tuple[PsycopgDriver, str | None]:
         """A driver on a new pool, and the schema its connections create tables in.
         One connection is made first, in the foreground: the pool would only log why
         it cannot connect, and the caller should read it."""
@@ -72,7 +78,7 @@ class PsycopgDriver:
             raise translate(exc, prefix, dsn) from None
         pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
             dsn, min_size=min_size, max_size=max_size,
-            kwargs=dict(POOL_CONNECTION),
+            kwargs=dict(POOLER_CONNECTION if pooler else POOL_CONNECTION),
             timeout=connect_timeout, open=False, name=f"venturi:{prefix}")
         pool.open()
         driver = cls(pool, prefix=prefix, dsn=dsn, owns_pool=True)
@@ -89,35 +95,53 @@ class PsycopgDriver:
 
     # --- one statement ---------------------------------------------------------------
 
-    @staticmethod
-    def _cursor(c: psycopg.Connection[Any], query: Query,
-                args: Sequence[Any]) -> psycopg.RawCursor[Any]:
-        return cursor(c, args).execute(query.sql, args)
+    def _statement(self, query: Query, args: Sequence[Any], rows: int) -> Any:
+        """Run one statement on a connection of the pool and read ``rows`` of it.
+
+        What ``pool.connection()`` does, without its context managers (a noticeable
+        part of a single-row enqueue): a statement a caller's pool left in a
+        transaction is committed, one that failed is rolled back, and the
+        connection goes back to the pool either way."""
+        pool = self.pool
+        try:
+            c = pool.getconn()
+        except psycopg.Error as exc:
+            raise translate(exc, self.prefix, self.dsn) from None
+        try:
+            cur = cursor(c, args).execute(query.sql, args, prepare=query.prepared)
+            result = cur.fetchall() if rows == ALL else cur.fetchone() if rows == ONE else None
+            if c.pgconn.transaction_status != TransactionStatus.IDLE:
+                c.commit()
+            return result
+        except BaseException as exc:
+            if not c.closed and c.pgconn.transaction_status != TransactionStatus.IDLE:
+                with contextlib.suppress(Exception):
+                    c.rollback()
+            if isinstance(exc, psycopg.Error):
+                raise translate(exc, self.prefix, self.dsn) from None
+            raise
+        finally:
+            pool.putconn(c)
 
     async def fetch(self, query: Query, args: Sequence[Any], *, on: Executor | None = None,
                     keep: bool = False) -> list[Row]:
         if on is not None:
             return await on.fetch(query, args)
-        try:
-            with self.pool.connection() as c:
-                return self._cursor(c, query, args).fetchall()
-        except psycopg.Error as exc:
-            raise translate(exc, self.prefix, self.dsn) from None
+        rows: list[Row] = self._statement(query, args, ALL)
+        return rows
 
     async def fetchrow(self, query: Query, args: Sequence[Any], *, on: Executor | None = None,
                        keep: bool = False) -> Row | None:
         if on is not None:
             return await on.fetchrow(query, args)
-        try:
-            with self.pool.connection() as c:
-                row: Row | None = self._cursor(c, query, args).fetchone()
-                return row
-        except psycopg.Error as exc:
-            raise translate(exc, self.prefix, self.dsn) from None
+        row: Row | None = self._statement(query, args, ONE)
+        return row
 
     async def fetchval(self, query: Query, args: Sequence[Any], *, on: Executor | None = None,
                        keep: bool = False) -> Any:
-        row = await self.fetchrow(query, args, on=on)
+        if on is not None:
+            return await on.fetchval(query, args)
+        row = self._statement(query, args, ONE)
         return None if row is None else row[0]
 
     async def execute(self, query: Query, args: Sequence[Any], *, on: Executor | None = None,
@@ -125,11 +149,7 @@ class PsycopgDriver:
         if on is not None:
             await on.execute(query, args)
             return
-        try:
-            with self.pool.connection() as c:
-                self._cursor(c, query, args)
-        except psycopg.Error as exc:
-            raise translate(exc, self.prefix, self.dsn) from None
+        self._statement(query, args, NONE)
 
     # --- several statements on one connection -------------------------------------------
 

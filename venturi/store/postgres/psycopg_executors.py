@@ -8,7 +8,10 @@ same text asyncpg sends. Rewriting them to ``%s`` would not be the same SQL: a
 expression to its select-list twin only when their parameters are the same one.
 Nothing is configured on the connection: JSON goes as text cast in the SQL,
 jsonb comes back as text (the statements select it ``::text``), so a caller's
-loaders do not matter.
+loaders do not matter. Each statement says whether psycopg may keep it prepared
+(``Query.prepared``: only those that read no table, see psycopg_driver); a
+connection that prepares nothing (``prepare_threshold=None``, as behind PgBouncer)
+is not overruled.
 
 A blocking executor serves ``SyncQueue``: its methods are ``async def`` so that
 PostgresStore's operations, written once against ``Executor``, run on it
@@ -103,7 +106,7 @@ class PsycopgExecutor:
 
     def _run(self, query: Query, args: Sequence[Any]) -> psycopg.RawCursor[Any]:
         try:
-            return cursor(self.conn, args).execute(query.sql, args)
+            return cursor(self.conn, args).execute(query.sql, args, prepare=query.prepared)
         except psycopg.Error as exc:
             raise translate(exc, self._prefix, self._dsn) from None
 
@@ -123,7 +126,7 @@ class PsycopgExecutor:
 
     def _command(self, sql: str) -> None:
         with translated(self._prefix, self._dsn):
-            self.conn.execute(sql)
+            self.conn.execute(sql, prepare=False)
 
     async def script(self, sql: str) -> None:
         self._command(sql)  # no parameters: the simple protocol, several statements
@@ -164,7 +167,8 @@ class AsyncPsycopgExecutor:
 
     async def _run(self, query: Query, args: Sequence[Any]) -> psycopg.AsyncRawCursor[Any]:
         try:
-            return await async_cursor(self.conn, args).execute(query.sql, args)
+            return await async_cursor(self.conn, args).execute(query.sql, args,
+                                                               prepare=query.prepared)
         except psycopg.Error as exc:
             raise translate(exc, self._prefix) from None
 
@@ -184,7 +188,7 @@ class AsyncPsycopgExecutor:
 
     async def _command(self, sql: str) -> None:
         with translated(self._prefix):
-            await self.conn.execute(sql)
+            await self.conn.execute(sql, prepare=False)
 
     async def script(self, sql: str) -> None:
         await self._command(sql)

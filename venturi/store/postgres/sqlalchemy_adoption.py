@@ -26,6 +26,7 @@ psycopg for an asyncio session, through psycopg 3 for a blocking one.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
@@ -37,6 +38,7 @@ from sqlalchemy.orm import Session
 
 from ...errors import DatabaseError
 from .._sql import Query
+from .asyncpg_executor import AsyncpgExecutor
 from .driver import Executor, Row
 from .sqlstates import CLOSED, line
 
@@ -72,6 +74,55 @@ def _failed(exc: sa_exc.SQLAlchemyError) -> DatabaseError:
     return DatabaseError(f"conn=: {type(exc).__name__}: {line(exc)}")
 
 
+# Where each asyncio session or connection was last found to run on: the transaction
+# and the SQLAlchemy connection. Reaching them through SQLAlchemy (``session.connection()``,
+# a greenlet hop) cost about as much client time as the insert itself, and within one
+# transaction they cannot change. Weak on both sides: a transaction holds its session,
+# and an entry must not keep either alive.
+_FOUND: weakref.WeakKeyDictionary[Any, tuple[weakref.ref[Any], weakref.ref[Connection]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _sync_target(target: AsyncSession | AsyncConnection) -> Session | Connection | None:
+    return target.sync_session if isinstance(target, AsyncSession) else target.sync_connection
+
+
+def found_executor(target: AsyncSession | AsyncConnection, prefix: str,
+                   dsn: str | None) -> Executor | None:
+    """The executor on the driver connection ``target`` was found on before, if it is
+    still in the same open transaction and needs nothing sent to join it; else None
+    (take SQLAlchemyAsyncExecutor's way down)."""
+    sync = _sync_target(target)
+    entry = None if sync is None else _FOUND.get(sync)
+    if sync is None or entry is None:
+        return None
+    transaction: Any = entry[0]()
+    conn = entry[1]()
+    if (transaction is None or conn is None or not transaction.is_active
+            or sync.get_transaction() is not transaction
+            or conn.closed or conn.invalidated or not conn.in_transaction()):
+        return None
+    return _joined(conn.connection, prefix, dsn)
+
+
+def _joined(pooled: Any, prefix: str, dsn: str | None) -> Executor | None:
+    """An executor on the pooled DBAPI connection's driver connection, or None when the
+    asyncpg connection has not begun the session's transaction yet (see above)."""
+    driver = pooled.driver_connection
+    if isinstance(driver, asyncpg.Connection):
+        if not driver.is_in_transaction() and not pooled.dbapi_connection.autocommit:
+            return None
+        return AsyncpgExecutor(driver, prefix, dsn)
+    import psycopg  # not before: a session on asyncpg needs no psycopg installed
+
+    from .psycopg_executors import AsyncPsycopgExecutor, check_usable
+
+    if not isinstance(driver, psycopg.AsyncConnection):  # check_engine let only these by
+        raise TypeError(f"conn=: unexpected driver connection {type(driver).__name__}")
+    check_usable(driver)
+    return AsyncPsycopgExecutor(driver, prefix)
+
+
 async def _driver_executor(target: AsyncSession | AsyncConnection, prefix: str,
                            dsn: str | None) -> Executor:
     try:
@@ -82,30 +133,26 @@ async def _driver_executor(target: AsyncSession | AsyncConnection, prefix: str,
             await conn.begin()
         # In a transaction the DBAPI connection is checked out: reading it is plain
         # attribute access (what get_raw_connection() does, without its greenlet hop).
-        assert conn.sync_connection is not None
-        pooled = conn.sync_connection.connection
+        sync_conn = conn.sync_connection
+        assert sync_conn is not None
+        pooled = sync_conn.connection
+        sync = _sync_target(target)
+        transaction = None if sync is None else sync.get_transaction()
     except sa_exc.SQLAlchemyError as exc:
         raise _failed(exc) from None
-    driver = pooled.driver_connection
-    if isinstance(driver, asyncpg.Connection):
-        adapted: Any = pooled.dbapi_connection
-        if not driver.is_in_transaction() and not adapted.autocommit:
-            try:
-                await adapted._start_transaction()
-            except Exception as exc:  # SQLAlchemy's DBAPI error around asyncpg's
-                raise DatabaseError(f"conn=: could not begin the transaction: {line(exc)}"
-                                    ) from None
-        from .asyncpg_executor import AsyncpgExecutor
-
-        return AsyncpgExecutor(driver, prefix, dsn)
-    import psycopg
-
-    from .psycopg_executors import AsyncPsycopgExecutor, check_usable
-
-    if not isinstance(driver, psycopg.AsyncConnection):  # check_engine let only these by
-        raise TypeError(f"conn=: unexpected driver connection {type(driver).__name__}")
-    check_usable(driver)
-    return AsyncPsycopgExecutor(driver, prefix)
+    executor = _joined(pooled, prefix, dsn)
+    if executor is None:
+        try:
+            adapted: Any = pooled.dbapi_connection
+            await adapted._start_transaction()
+        except Exception as exc:  # SQLAlchemy's DBAPI error around asyncpg's
+            raise DatabaseError(f"conn=: could not begin the transaction: {line(exc)}"
+                                ) from None
+        executor = _joined(pooled, prefix, dsn)
+        assert executor is not None
+    if sync is not None and transaction is not None:
+        _FOUND[sync] = (weakref.ref(transaction), weakref.ref(sync_conn))
+    return executor
 
 
 class SQLAlchemyAsyncExecutor:
