@@ -221,10 +221,10 @@ def markdown(env: dict[str, Any], figures: list[Figure], notes: list[str],
         f"| load average (1/5/15 min) | before {env.get('load_before', '?')}, "
         f"after {env.get('load_after', '?')} |",
     ]
-    earlier = sorted({r["date"] for r in runs.values()} - {env["date"]})
+    earlier = sorted({r["date"] for r in runs.values() if r.get("command") != env["command"]})
     if earlier:
-        lines.append(f"| merged | the rows above are the last run's; sections from earlier runs "
-                     f"({earlier[0]} to {earlier[-1]}) say when and at which commit they ran |")
+        lines.append(f"| merged | the rows above are the last run's; sections measured by other "
+                     f"runs ({earlier[0]} to {earlier[-1]}) say when and at which commit |")
     lines.append("")
     by_scenario: dict[str, list[Figure]] = {}
     for fig in figures:
