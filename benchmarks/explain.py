@@ -25,6 +25,7 @@ import asyncpg
 from venturi._ids import uuid7_floor
 from venturi.store import _sql
 from venturi.store.lifecycle import Recovery
+from venturi.store.postgres.driver import CACHED_PLAN_SETTINGS
 
 from .harness import bulk_load, fresh_prefix
 from .report import environment
@@ -294,6 +295,11 @@ async def explain(conn: asyncpg.Connection, prefix: str, st: Statement) -> Expla
     try:
         if st.setup:
             await conn.execute(st.setup.replace("{prefix}", prefix))
+        if query.cached_plan:
+            # As the claim's own sessions run it: one generic plan, with sequential
+            # scans and hash and merge joins priced out (venturi/store/postgres/driver.py).
+            for name, value in CACHED_PLAN_SETTINGS.items():
+                await conn.execute(f"SET LOCAL {name} = {value}")
         rows = await conn.fetch(f"EXPLAIN (ANALYZE, BUFFERS) {query.sql}", *params)
     finally:
         await tx.rollback()
@@ -312,7 +318,10 @@ def markdown(env: dict[str, Any], shape: Shape, counts: dict[str, int],
         "",
         f"Produced by `{env['command']}` on {env['date']} (commit `{env['commit']}`; "
         f"PostgreSQL {env['postgresql']}, {env['nproc']} CPUs, {env['memory']}); do not edit by "
-        "hand. Plans are the custom plans PostgreSQL makes for these parameter values; the "
+        "hand. Plans are the custom plans PostgreSQL makes for these parameter values, except "
+        "for statements marked `-- plan: cached` (the claim): theirs is the one generic plan "
+        "their sessions keep, made with sequential scans and hash and merge joins priced out "
+        "(docs/operations/maintenance.md). The "
         "database's own clock (`now()`) is used. Statements that write ran in a transaction "
         "that was rolled back.",
         "",
@@ -362,7 +371,9 @@ def markdown(env: dict[str, Any], shape: Shape, counts: dict[str, int],
             f"## `{r.statement.key}`", "",
             f"{r.statement.why[0].upper()}{r.statement.why[1:]}: {verdict}, using "
             f"{', '.join(f'`{i}`' for i in r.indexes) or 'no index'}; "
-            f"{r.ms:.3f} ms.", "",
+            f"{r.ms:.3f} ms"
+            + (" (its sessions' generic plan)." if _sql.queries("p_")[r.statement.name].cached_plan
+               else "."), "",
             "```", r.plan, "```", "",
         ]
     return "\n".join(lines)
