@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = [
     "ConfigError",
     "Context",
+    "DatabaseConflict",
     "DatabaseError",
     "DatabaseUnavailable",
     "Dependent",

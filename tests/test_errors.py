@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import asyncpg
 import pytest
 
 from tests.conftest import new_prefix
 from tests.tasks import Embed
 from venturi import (
     ConfigError,
+    DatabaseConflict,
     DatabaseError,
     DatabaseUnavailable,
     InvalidJob,
@@ -16,6 +20,7 @@ from venturi import (
     VenturiError,
 )
 from venturi.store.postgres import PostgresStore
+from venturi.store.postgres.asyncpg_errors import translate
 
 
 async def test_unreachable_database_is_unavailable_with_the_password_masked() -> None:
@@ -54,3 +59,32 @@ async def test_a_bad_query_argument_is_not_mistaken_for_an_outage(pg_store: Post
     with pytest.raises(DatabaseError) as info:
         await pg_store.cancel(ids=["not-a-uuid"])  # type: ignore[list-item]
     assert not isinstance(info.value, DatabaseUnavailable)
+
+
+async def test_a_deadlock_is_a_conflict_worth_running_again(pg_dsn: str) -> None:
+    """PostgreSQL breaks a deadlock by rolling one transaction back (40P01): venturi calls
+    that a DatabaseConflict, which its settler runs again (tests/worker/test_robustness.py)."""
+    table = f"{new_prefix()}locks"
+    first, second = await asyncpg.connect(pg_dsn), await asyncpg.connect(pg_dsn)
+    try:
+        await first.execute(f"CREATE TABLE {table} (id int PRIMARY KEY)")
+        await first.execute(f"INSERT INTO {table} VALUES (1), (2)")
+        t1, t2 = first.transaction(), second.transaction()
+        await t1.start()
+        await t2.start()
+        await first.execute(f"SELECT 1 FROM {table} WHERE id = 1 FOR UPDATE")
+        await second.execute(f"SELECT 1 FROM {table} WHERE id = 2 FOR UPDATE")
+        crossed = await asyncio.gather(
+            first.execute(f"SELECT 1 FROM {table} WHERE id = 2 FOR UPDATE"),
+            second.execute(f"SELECT 1 FROM {table} WHERE id = 1 FOR UPDATE"),
+            return_exceptions=True)
+        (lost,) = [e for e in crossed if isinstance(e, BaseException)]
+        error = translate(lost, "venturi_")
+        assert isinstance(error, DatabaseConflict) and isinstance(error, DatabaseError)
+        assert str(error).startswith("database conflict 40P01: deadlock detected")
+        await t1.rollback()
+        await t2.rollback()
+    finally:
+        await first.execute(f"DROP TABLE IF EXISTS {table}")
+        await first.close()
+        await second.close()

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .errors import (
         ConfigError,
+        DatabaseConflict,
         DatabaseError,
         DatabaseUnavailable,
         InvalidJob,
@@ -57,7 +58,8 @@ if TYPE_CHECKING:
 
 # Where each public name lives (relative to this package).
 _HOMES = {
-    ".errors": ("ConfigError", "DatabaseError", "DatabaseUnavailable", "InvalidJob",
+    ".errors": ("ConfigError", "DatabaseConflict", "DatabaseError", "DatabaseUnavailable",
+                "InvalidJob",
                 "InvalidJobId", "JobCancelled", "JobFailed", "PayloadDecodeError",
                 "SchemaMissing", "TaskDefinitionError", "UnknownKind", "VenturiError"),
     ".newjob": ("Dependent",),
@@ -77,6 +79,7 @@ _HOME = {name: module for module, names in _HOMES.items() for name in names}
 __all__ = [
     "ConfigError",
     "Context",
+    "DatabaseConflict",
     "DatabaseError",
     "DatabaseUnavailable",
     "Dependent",

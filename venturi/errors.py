@@ -113,6 +113,12 @@ class DatabaseUnavailable(DatabaseError):
     """The database cannot be reached right now (refused, lost, restarting)."""
 
 
+class DatabaseConflict(DatabaseError):
+    """The statement's transaction lost a race with another one and was rolled back
+    (PostgreSQL detected a deadlock, or a serialization failure): nothing it did stays,
+    and running it again may succeed."""
+
+
 def classify(exc: BaseException) -> str:
     """A content-free name for a failure: the exception's type, never its message."""
     cls = type(exc)

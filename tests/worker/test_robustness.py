@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 
 import venturi
 from venturi import Queue, Status
-from venturi.errors import DatabaseError, DatabaseUnavailable
+from venturi.errors import DatabaseConflict, DatabaseError, DatabaseUnavailable
 
 from ..conftest import wait_for
 from .conftest import running
@@ -206,6 +206,41 @@ async def test_a_settlement_the_database_refuses_is_dropped_and_recovered_not_fa
         "venturi.errors.DatabaseError"
     outcomes = [(e.run_no, e.outcome) for e in await pgq.journal(poisoned)]
     assert outcomes == [(1, venturi.Outcome.STALE_RECOVERED), (2, venturi.Outcome.COMPLETED)]
+
+
+async def test_a_settlement_that_loses_a_race_is_written_again_not_dropped(pgq: Queue) -> None:
+    """A settle rolled back for a deadlock (a cancel crossing it, say) is tried again: the
+    job completes on its first run, with no lease expiry and no second run."""
+    jobs = await pgq.enqueue_many([Fragile(n=i) for i in range(10)])
+    crossed = jobs[3]
+    store = pgq.store
+    real = store.settle_many
+    conflicts = 0
+
+    async def deadlocked_twice(claimed_by: str, batch: Any) -> Any:
+        nonlocal conflicts
+        if conflicts < 2 and any(s.id == crossed for s in batch):
+            conflicts += 1  # the batch, then the settlement's first try alone
+            raise DatabaseConflict("database conflict 40P01: deadlock detected (injected)")
+        return await real(claimed_by, batch)
+
+    store.settle_many = deadlocked_twice  # type: ignore[method-assign]
+    try:
+        worker = venturi.Worker(pgq, tasks=[Fragile], concurrency=10)
+        with capture_logs() as logs:
+            async with running(worker):
+                async def all_done() -> bool:
+                    return await pgq.count(statuses=[Status.COMPLETED]) == 10
+
+                await wait_for(all_done, timeout=10, what="every job, the crossed one too")
+    finally:
+        del store.settle_many
+    assert conflicts == 2
+    retried = [e for e in logs if e["event"] == "settle_conflict_retried"]
+    assert [(e["job_id"], e["attempt"]) for e in retried] == [(str(crossed), 1)]
+    assert not [e for e in logs if e["event"] == "settle_failed"]
+    outcomes = [(e.run_no, e.outcome) for e in await pgq.journal(crossed)]
+    assert outcomes == [(1, venturi.Outcome.COMPLETED)]
 
 
 class Counted(venturi.Task, kind="wr.counted"):

@@ -12,13 +12,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from ..errors import DatabaseError, DatabaseUnavailable, classify
+from ..errors import DatabaseConflict, DatabaseError, DatabaseUnavailable, classify
 from ..logs import get_logger
 from ..store.base import Settled, Settlement, Store
 from .health import DatabaseHealth
 from .identity import Identity
 
 MAX_BATCH = 1000
+# Attempts at one settlement that keeps losing races (deadlocks) before it is dropped.
+CONFLICT_ATTEMPTS = 3
 log = get_logger("venturi.worker")
 
 OnSettled = Callable[[list[Settlement], list[Settled]], None]
@@ -66,28 +68,39 @@ class Settler:
         self._on_settled(batch, results)
 
     async def _settle_alone(self, batch: list[Settlement]) -> bool:
-        """Each settlement of a refused batch on its own. One the database still refuses
-        is dropped with an error log: its job keeps its claim until the lease expires and
-        the reaper recovers it (journal ``stale-recovered``), so nothing is lost and the
-        worker goes on. False if the database became unreachable (nothing is dropped)."""
+        """Each settlement of a refused batch on its own; one whose transaction lost a race
+        (``DatabaseConflict``) is tried up to ``CONFLICT_ATTEMPTS`` times. One the database
+        still refuses is dropped with an error log: its job keeps its claim until the lease
+        expires and the reaper recovers it (journal ``stale-recovered``), so nothing is lost
+        and the worker goes on. False if the database became unreachable (nothing is dropped)."""
         done: list[Settlement] = []
         results: list[Settled] = []
         handled: set[int] = set()  # settled or dropped, by identity
         try:
             for settlement in batch:
-                try:
-                    results += await self._store.settle_many(
-                        self._identity.claimed_by, [settlement])
-                    done.append(settlement)
-                    handled.add(id(settlement))
-                except DatabaseUnavailable:
-                    raise
-                except DatabaseError as exc:
-                    log.error("settle_failed", job_id=str(settlement.id), run_no=settlement.run_no,
-                              action=settlement.action.value, error=classify(exc),
-                              note="the job is recovered when its lease expires")
-                    self._on_dropped(settlement)
-                    handled.add(id(settlement))
+                for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+                    try:
+                        results += await self._store.settle_many(
+                            self._identity.claimed_by, [settlement])
+                        done.append(settlement)
+                        handled.add(id(settlement))
+                        break
+                    except DatabaseUnavailable:
+                        raise
+                    except DatabaseError as exc:
+                        if isinstance(exc, DatabaseConflict) and attempt < CONFLICT_ATTEMPTS:
+                            # Rolled back whole for losing a race (a cancel of a dependent
+                            # and this settle, say): the same settlement again.
+                            log.info("settle_conflict_retried", job_id=str(settlement.id),
+                                     attempt=attempt, error=classify(exc))
+                            continue
+                        log.error("settle_failed", job_id=str(settlement.id),
+                                  run_no=settlement.run_no, action=settlement.action.value,
+                                  error=classify(exc),
+                                  note="the job is recovered when its lease expires")
+                        self._on_dropped(settlement)
+                        handled.add(id(settlement))
+                        break
         except DatabaseUnavailable:
             self._settled(done, results)
             self._buffer[: len(batch)] = [s for s in batch if id(s) not in handled]

@@ -8,8 +8,16 @@ those are mapped here, once, for every driver.
 
 from __future__ import annotations
 
-from ...errors import DatabaseError, DatabaseUnavailable, InvalidJob, SchemaMissing
+from ...errors import (
+    DatabaseConflict,
+    DatabaseError,
+    DatabaseUnavailable,
+    InvalidJob,
+    SchemaMissing,
+)
 
+# A transaction rolled back for losing a race (serialization failure, deadlock detected).
+CONFLICT_STATES = ("40001", "40P01")
 # SQLSTATE classes of a server that is going away or not accepting connections.
 TRANSIENT_CLASSES = ("08", "57P")
 # The two states of a caller's connection (conn=) that no statement can use.
@@ -30,6 +38,8 @@ def from_server(state: str, message: str, prefix: str, where: str) -> Exception:
         return DatabaseError(f"database does not exist{where}: create it or fix the DSN")
     if state.startswith(TRANSIENT_CLASSES):
         return DatabaseUnavailable(f"database unavailable{where}: {message}")
+    if state in CONFLICT_STATES:
+        return DatabaseConflict(f"database conflict {state}: {message}")
     if state in ("22P05", "22021"):  # untranslatable character / bad encoding
         return InvalidJob(f"payload cannot be stored as jsonb ({message})")
     if state == "25P02":
