@@ -39,7 +39,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from tests.conftest import drop_prefix, new_prefix
+from tests.helpers import migrated_prefix
 from venturi import ManualClock, MemoryStore, Outcome, Status
 from venturi.store.base import (
     Action,
@@ -432,20 +432,8 @@ def _check_job(job: JobRecord, entries: list[tuple[Any, ...]]) -> None:
 
 @pytest.fixture(scope="module")
 def model_prefix(pg_dsn: str) -> Iterator[str]:
-    prefix = new_prefix()
-
-    async def migrate() -> None:
-        store = await PostgresStore.connect(pg_dsn, prefix=prefix, max_size=1)
-        try:
-            await store.migrate()
-        finally:
-            await store.close()
-
-    asyncio.run(migrate())
-    try:
+    with migrated_prefix(pg_dsn) as prefix:
         yield prefix
-    finally:
-        asyncio.run(drop_prefix(pg_dsn, prefix))
 
 
 @pytest.mark.timeout(1800)

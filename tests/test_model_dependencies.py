@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from tests.conftest import drop_prefix, new_prefix
+from tests.helpers import migrated_prefix
 from venturi import ManualClock, MemoryStore, Outcome, Status
 from venturi.store.base import Action, ClaimRequest, HistoryFilter, JobRecord, NewJob, Settlement
 from venturi.store.memory_dependencies import WAITING
@@ -228,20 +228,8 @@ class DependenciesMachine(RuleBasedStateMachine):
 
 @pytest.fixture(scope="module")
 def deps_prefix(pg_dsn: str) -> Iterator[str]:
-    prefix = new_prefix()
-
-    async def migrate() -> None:
-        store = await PostgresStore.connect(pg_dsn, prefix=prefix, max_size=1)
-        try:
-            await store.migrate()
-        finally:
-            await store.close()
-
-    asyncio.run(migrate())
-    try:
+    with migrated_prefix(pg_dsn) as prefix:
         yield prefix
-    finally:
-        asyncio.run(drop_prefix(pg_dsn, prefix))
 
 
 @pytest.mark.timeout(1800)
