@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -19,11 +19,10 @@ import orjson
 from .. import _codec
 from ..config import validate_prefix
 from ..errors import ConfigError
-from ..notices import cancel_messages, encode, finished_messages, job_notice
+from ..notices import encode, finished_messages, job_notice
 from . import lifecycle
 from .base import (
     ClaimRequest,
-    CleanupCriteria,
     Clock,
     DatabaseClock,
     Enqueued,
@@ -36,7 +35,6 @@ from .base import (
     MergeUpdate,
     NewJob,
     Outcome,
-    Recovered,
     Settled,
     Settlement,
     Status,
@@ -45,17 +43,16 @@ from .base import (
     WorkflowRecord,
     check_new_jobs,
 )
-from .lifecycle import Recovery
+from .memory_admin import MemoryAdmin
 from .memory_dependencies import WAITING, Edges, Follower
-from .memory_flow import MemoryFlow
 from .memory_sessions import MemoryIdentityLock, MemoryListener
-from .memory_views import Rows, in_subtree, refuse_conn
+from .memory_views import Rows, refuse_conn
 
 UTC = dt.UTC
 _ACTIVE = (Status.PENDING, Status.CLAIMED)
 
 
-class MemoryStore(MemoryFlow, Store):
+class MemoryStore(MemoryAdmin, Store):
     """An in-memory store with PostgresStore's semantics (no durability)."""
 
     def __init__(self, *, prefix: str = "venturi_", clock: Clock | None = None) -> None:
@@ -373,59 +370,6 @@ class MemoryStore(MemoryFlow, Store):
                 held.add(r.id)
         return held
 
-    def _stale(self, now: dt.datetime) -> list[JobRecord]:
-        found = [j for j in self._jobs.values() if j.status is Status.CLAIMED
-                 and j.claim_expires_at is not None and j.claim_expires_at < now]
-        found.sort(key=lambda j: (j.claim_expires_at or now, j.id))
-        return found
-
-    def _recover(self, job: JobRecord, now: dt.datetime, why: Recovery) -> Recovered:
-        owner = job.claimed_by or ""
-        t = lifecycle.recover(job.failure_count, job.max_failures)
-        job = self._jobs[job.id] = t.apply(job, now)
-        self._append(job, job.run_count, t.outcome, why.value)
-        return Recovered(job.id, job.kind, job.run_count, job.status, owner)
-
-    async def find_stale(self, limit: int = 1000) -> list[JobRecord]:
-        return self._stale(self._now())[:limit]
-
-    async def recover(self, id: UUID, run_no: int) -> Recovered | None:
-        now = self._now()
-        job = self._jobs.get(id)
-        if (job is None or job.status is not Status.CLAIMED or job.run_count != run_no
-                or job.claim_expires_at is None or not job.claim_expires_at < now):
-            return None
-        result = self._recover(job, now, Recovery.LEASE_EXPIRED)
-        self._wake([result], now)
-        return result
-
-    async def recover_stale(self, limit: int = 1000) -> list[Recovered]:
-        now = self._now()
-        results = [self._recover(j, now, Recovery.LEASE_EXPIRED) for j in self._stale(now)[:limit]]
-        self._wake(results, now)
-        return results
-
-    async def recover_boot(self, name: str, claimed_by: str) -> list[Recovered]:
-        now = self._now()
-        mine = [
-            j for j in self._jobs.values()
-            if j.status is Status.CLAIMED and j.claimed_by is not None
-            and j.claimed_by != claimed_by and j.claimed_by.startswith(name + "/")
-            and "/" not in j.claimed_by[len(name) + 1:]
-        ]
-        results = [self._recover(j, now, Recovery.WORKER_RESTARTED) for j in mine]
-        self._wake(results, now)
-        return results
-
-    def _wake(self, results: Sequence[Recovered], now: dt.datetime) -> None:
-        self._announce([self._jobs[r.id] for r in results], now)
-        dead = [r.id for r in results if r.status is Status.DEAD]
-        self._announce_finished(dead)
-        follower = self._follower()
-        for id in dead:
-            follower.finished(id, True, now)
-        self._followed(follower)
-
     async def next_visible_at(self, kinds: Sequence[str]) -> dt.datetime | None:
         now = self._now()
         return min(
@@ -443,96 +387,6 @@ class MemoryStore(MemoryFlow, Store):
                 self._insert(dataclasses.replace(job, periodic=True), now)
                 n += 1
         return n
-
-    # --- administering ------------------------------------------------------------------------
-
-    async def cancel(
-        self, *, ids: Sequence[UUID] | None = None, subject: str | None = None, conn: Any = None,
-        unfinished: bool = False,
-    ) -> int:
-        refuse_conn(conn)
-        if ids is not None:
-            wanted = set(ids)
-            victims = [j for j in self._jobs.values() if j.id in wanted
-                       and not (unfinished and j.status.terminal)]
-        else:
-            victims = [j for j in self._jobs.values() if in_subtree(j.subject, subject or "")]
-        claimed = [str(j.id) for j in victims if j.status is Status.CLAIMED]
-        for j in victims:
-            del self._jobs[j.id]
-            self._journal.pop(j.id, None)
-        for message in cancel_messages(claimed):
-            self._notify("control", encode(message))
-        self._announce_finished([j.id for j in victims if not j.status.terminal])
-        follower = self._follower()
-        for j in victims:
-            if not j.status.terminal:
-                follower.finished(j.id, True, self._now())
-        for j in victims:
-            self._edges.forget(j.id)
-        self._forget_workflows(j.id for j in victims)
-        self._followed(follower)
-        return len(victims)
-
-    async def retry(self, *, ids: Sequence[UUID] | None = None, kind: str | None = None) -> int:
-        now = self._now()
-        wanted = None if ids is None else set(ids)
-        before = dict(self._jobs)  # what the statement's snapshot would see
-        chosen: list[JobRecord] = []
-        for j in sorted(before.values(), key=lambda j: j.id):
-            if j.status is not Status.DEAD:
-                continue
-            if wanted is not None and j.id not in wanted:
-                continue
-            if wanted is None and kind is not None and j.kind != kind:
-                continue
-            if j.periodic and (self._periodic_taken(j.kind)
-                               or any(c.kind == j.kind and c.periodic for c in chosen)):
-                continue
-            chosen.append(j)
-        kinds: set[str] = set()
-        for j in chosen:
-            # It waits again for those of its dependencies still pending or claimed.
-            waiting = sum(1 for p in self._edges.parents.get(j.id, [])
-                          if (o := before.get(p)) is not None and o.status in _ACTIVE)
-            j = lifecycle.REDRIVE.apply(j, now)
-            if waiting:
-                j = dataclasses.replace(j, visible_at=WAITING, waiting=waiting)
-            self._jobs[j.id] = j
-            self._append(j, j.run_count, lifecycle.REDRIVE.outcome, lifecycle.REDRIVE_NOTE)
-            if not waiting:
-                kinds.add(j.kind)
-        follower = self._follower()
-        for j in chosen:
-            follower.redriven(j.id, now)
-        for k in sorted(kinds):
-            self._notify("jobs", k)
-        self._followed(follower)
-        return len(chosen)
-
-    async def cleanup(self, criteria: CleanupCriteria) -> int:
-        return self._delete_finished(criteria, None)
-
-    def _delete_finished(self, criteria: CleanupCriteria, limit: int | None) -> int:
-        statuses = {criteria.status} if criteria.status else {Status.COMPLETED, Status.DEAD}
-        victims = sorted(
-            (j for j in self._jobs.values()
-             if j.status in statuses and j.finished_at is not None
-             and j.finished_at < criteria.finished_before
-             and (criteria.kind is None or j.kind == criteria.kind)),
-            key=lambda j: (j.finished_at, j.id))[:limit]
-        for id in [j.id for j in victims]:
-            del self._jobs[id]
-            self._journal.pop(id, None)
-            self._edges.forget(id)
-        self._forget_workflows(j.id for j in victims)
-        return len(victims)
-
-    def _forget_workflows(self, gone: Iterable[UUID]) -> None:
-        """A workflow's record goes with its last step (sql/0008_workflows_fanin.sql)."""
-        for wf in {w for id in gone if (w := self._step_of.pop(id, None)) is not None}:
-            if not any(step in self._jobs for _, step in self._workflows[wf].steps):
-                del self._workflows[wf]
 
     # --- workers and control ---------------------------------------------------------------------
 
@@ -567,7 +421,3 @@ class MemoryStore(MemoryFlow, Store):
 
     def identity_lock(self, name: str) -> IdentityLock:
         return MemoryIdentityLock(self._locks, name)
-
-    async def cleanup_exclusive(self, criteria: CleanupCriteria) -> int | None:
-        # One batch, oldest first, as the retention statement deletes them.
-        return self._delete_finished(criteria, criteria.batch_size)
