@@ -261,3 +261,38 @@ async def enqueue(ready: Ready, dsn: str, jobs: int) -> float:
     """``jobs`` enqueued one call each by the peer's own enqueue, into emptied tables."""
     async with child(ready, dsn, 1) as c:
         return (await c.ask(f"enqueue {jobs}"))["seconds"]
+
+
+class Pickup:
+    """An idle peer consumer (concurrency 10, LISTENing) and a producer, each in a
+    process of its own, as venturi's pickup scenario runs its worker: ``started`` maps a
+    job's number to when its handler started, ``commit(k)`` enqueues job ``k`` and
+    returns when the producer's call returned (``perf_counter``, the host's clock)."""
+
+    def __init__(self, ready: Ready, dsn: str) -> None:
+        self.ready, self.dsn = ready, dsn
+        self.started: dict[int, float] = {}
+
+    async def __aenter__(self) -> Pickup:
+        self.consumer = await PeerChild.start(self.ready, self.dsn, 10)
+        self.consumer.send("listen")
+        await self.consumer.expect("listening")
+        self.producer = await PeerChild.start(self.ready, self.dsn, 10)
+        self._reader = asyncio.create_task(self._read())
+        return self
+
+    async def _read(self) -> None:
+        while (line := await self.consumer.read()).startswith("started "):
+            _, k, t = line.split()
+            self.started[int(k)] = float(t)
+
+    async def commit(self, k: int) -> float:
+        self.producer.send(f"commit {k}")
+        return float((await self.producer.expect("committed")).split()[2])
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.producer.close()
+        await self.consumer.close()
+        self._reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._reader

@@ -60,6 +60,12 @@ def test_quick_peers_run_compares_venturi_with_each_peer(
             assert peer["references"] == [raw]
             # venturi's figure is compared with the peer's measured in the same runs
             assert mine["ratios"][peer["name"]] > 0
+    pickup = figures["Worker pickup, own process"]
+    for r in ready:
+        peer = figures[f"{r.label} pickup, own process"]
+        assert peer["unit"] == "ms" and len(peer["samples"]) == peer["jobs"] == pickup["jobs"]
+        assert 0 < peer["p50_ms"] <= peer["p99_ms"] < 10_000
+        assert pickup["ratios"][peer["name"]] == pytest.approx(pickup["p99_ms"] / peer["p99_ms"])
     enqueue = figures["Queue.enqueue"]
     for r in ready:
         assert enqueue["ratios"][f"{r.label} enqueue"] > 0

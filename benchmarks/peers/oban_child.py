@@ -18,13 +18,14 @@ import time
 
 import orjson
 import uvloop
-from _proto import line, payload, say
+from _proto import line, payload, say, started
 from oban import Oban, worker
 from psycopg.types.json import set_json_dumps, set_json_loads
 
 QUEUE = "bench"
 ALL_RAN = asyncio.Event()
 RAN = [0, 0]  # handler calls so far, calls expected
+PROBING = [False]
 
 
 @worker(queue=QUEUE)
@@ -35,6 +36,8 @@ class Noop:
         RAN[0] += 1
         if RAN[0] == RAN[1]:
             ALL_RAN.set()
+        if PROBING[0]:
+            started(args["n"])
 
 
 async def main(dsn: str, concurrency: int) -> None:
@@ -85,8 +88,18 @@ async def main(dsn: str, concurrency: int) -> None:
                 await filler.enqueue(Noop.new(payload(i)))
             seconds = time.perf_counter() - start
             say("done", {"seconds": seconds, "jobs": n})
+        elif verb == "listen":
+            await empty()
+            PROBING[0] = True
+            await consumer.start()
+            say("listening")
+        elif verb == "commit":
+            await filler.enqueue(Noop.new(payload(int(arg))))
+            say(f"committed {arg} {time.perf_counter()!r}")
         else:
             raise SystemExit(f"unknown command {cmd!r}")
+    if PROBING[0]:
+        await consumer.stop()
     await pool.close()
 
 

@@ -11,13 +11,14 @@ uvloop, as PgQueuer's own CLI (``pgq run``) runs.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
 
 import asyncpg
 import uvloop
-from _proto import line, payload, say
+from _proto import line, payload, say, started
 from pgqueuer import QueueManager
 from pgqueuer.models import Job
 from pgqueuer.queries import Queries
@@ -31,15 +32,19 @@ async def main(dsn: str, concurrency: int) -> None:
     producer = await asyncpg.connect(dsn)
     queries = Queries.from_asyncpg_connection(producer)
     consumer = await asyncpg.connect(dsn)
-    ran = 0
+    ran, probing = 0, False
     qm = QueueManager(Queries.from_asyncpg_connection(consumer))
+    batch = min(10, concurrency // 2)
+    listening: asyncio.Task[None] | None = None
 
     @qm.entrypoint(ENTRYPOINT)
     async def noop(job: Job) -> None:
         nonlocal ran
         assert job.payload is not None
-        json.loads(job.payload)
+        n = json.loads(job.payload)["n"]
         ran += 1
+        if probing:
+            started(n)
 
     say("ready")
     while (cmd := await line()) not in ("exit", ""):
@@ -54,7 +59,7 @@ async def main(dsn: str, concurrency: int) -> None:
         elif verb == "go":
             start = time.perf_counter()
             await qm.run(mode=QueueExecutionMode.drain, max_concurrent_tasks=concurrency,
-                         batch_size=min(10, concurrency // 2))
+                         batch_size=batch)
             seconds = time.perf_counter() - start
             left = await producer.fetchval("SELECT count(*) FROM pgqueuer")
             say("done", {"seconds": seconds, "jobs": ran, "left": left})
@@ -66,8 +71,20 @@ async def main(dsn: str, concurrency: int) -> None:
                 await queries.enqueue(ENTRYPOINT, json.dumps(payload(i)).encode())
             seconds = time.perf_counter() - start
             say("done", {"seconds": seconds, "jobs": n})
+        elif verb == "listen":
+            await producer.execute(f"TRUNCATE {TABLES}")
+            probing = True
+            listening = asyncio.create_task(
+                qm.run(max_concurrent_tasks=concurrency, batch_size=batch))
+            say("listening")
+        elif verb == "commit":
+            await queries.enqueue(ENTRYPOINT, json.dumps(payload(int(arg))).encode())
+            say(f"committed {arg} {time.perf_counter()!r}")
         else:
             raise SystemExit(f"unknown command {cmd!r}")
+    if listening is not None:
+        qm.shutdown.set()
+        await listening
     await producer.close()
     if not consumer.is_closed():
         await consumer.close()

@@ -11,7 +11,9 @@ the raw loop are measured all the same.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -24,11 +26,11 @@ from venturi._ids import uuid7
 
 from .. import peerenv
 from ..harness import Bench, Figure, scenario, truncate
-from ..raw import drain_on
+from ..raw import INSERT_NOTIFY, RawConsumer, drain_on
 from ..report import ratio
-from ..tasks import KIND, payload, task
+from ..tasks import KIND, Probe, payload, task
 from .enqueue import RAW_ONE
-from .worker import _processes, fill, quiet_logs
+from .worker import _processes, _until, fill, probe_in_child, quiet_logs
 
 CONCURRENCIES = (10, 50)
 # The targets venturi is held to (benchmarks/results-peers.md): its drain against
@@ -36,6 +38,10 @@ CONCURRENCIES = (10, 50)
 TARGETS = {10: 4.0, 50: 2.3}
 RAW_DRAIN = "raw claim 100 + done 100 per statement"
 RAW_ENQUEUE = "raw single-row INSERT"
+RAW_PICKUP = "raw LISTEN + claim loop pickup"
+VENTURI_PICKUP = "Worker pickup, own process"
+PICKUP_RATE = 50.0  # jobs per second for each consumer, one at a time
+WARMUP = 10  # pickups per consumer before the measured ones
 
 
 def _venturi(c: int) -> str:
@@ -44,6 +50,10 @@ def _venturi(c: int) -> str:
 
 def _peer(ready: peerenv.Ready, c: int) -> str:
     return f"{ready.label} concurrency={c}, own process"
+
+
+def _pickup(ready: peerenv.Ready) -> str:
+    return f"{ready.label} pickup, own process"
 
 
 async def turns(bench: Bench,
@@ -145,9 +155,36 @@ async def peers(bench: Bench) -> None:
         enqueues: dict[str, Callable[[], Awaitable[float]]] = {
             RAW_ENQUEUE: raw_enqueue, "Queue.enqueue": venturi_enqueue,
             **{f"{r.label} enqueue": peer_enqueue(r) for r in ready}}
+        async def pickups() -> tuple[dict[str, list[float]], float]:
+            await truncate(conn, vp, rp)
+            raw_started: dict[int, float] = {}
+            insert_notify = INSERT_NOTIFY.format(p=rp)
+
+            async def raw_commit(k: int) -> float:
+                await conn.fetchval(insert_notify, uuid7(), KIND, orjson.dumps(payload(k)).decode())
+                return time.perf_counter()
+
+            async def venturi_commit(k: int) -> float:
+                await queue.enqueue(Probe(n=k, uri=f"s3://bench/objects/{k:08d}"))
+                return time.perf_counter()
+
+            async with contextlib.AsyncExitStack() as consumers:
+                await consumers.enter_async_context(RawConsumer(
+                    bench.dsn, rp, lambda p: raw_started.__setitem__(p["n"], time.perf_counter())))
+                contenders: dict[str, tuple[Callable[[int], Awaitable[float]],
+                                            dict[int, float]]] = {
+                    RAW_PICKUP: (raw_commit, raw_started),
+                    VENTURI_PICKUP: (venturi_commit, await consumers.enter_async_context(
+                        probe_in_child(bench, vp)))}
+                for r in ready:
+                    p = await consumers.enter_async_context(peerenv.Pickup(r, dsns[r.label]))
+                    contenders[_pickup(r)] = (p.commit, p.started)
+                return await pickup_turns(contenders, bench.size.pickup)
+
         with quiet_logs():
             secs = await turns(bench, drains)
             secs |= await turns(bench, enqueues)
+            ms, pickup_seconds = await pickups()
 
     raw_drain_fig = bench.record(Figure(bench.scenario, RAW_DRAIN, n, secs[RAW_DRAIN], raw=True,
                                         note="the drain scenario's raw loop, in-process"))
@@ -168,7 +205,40 @@ async def peers(bench: Bench) -> None:
     bench.record(Figure(bench.scenario, "Queue.enqueue", n1, secs["Queue.enqueue"],
                         (RAW_ENQUEUE, *(f"{r.label} enqueue" for r in ready)),
                         note="a pool of one connection"))
+    bench.record(Figure(bench.scenario, RAW_PICKUP, len(ms[RAW_PICKUP]), [pickup_seconds],
+                        raw=True, unit="ms", samples=ms[RAW_PICKUP],
+                        note="the pickup scenario's raw consumer, in-process"))
+    for r in ready:
+        bench.record(Figure(bench.scenario, _pickup(r), len(ms[_pickup(r)]), [pickup_seconds],
+                            (RAW_PICKUP,), unit="ms", samples=ms[_pickup(r)],
+                            note=f"{peer_note[r.label]}; concurrency 10, producer a process "
+                                 "of its own"))
+    bench.record(Figure(bench.scenario, VENTURI_PICKUP, len(ms[VENTURI_PICKUP]),
+                        [pickup_seconds], (RAW_PICKUP, *(_pickup(r) for r in ready)), unit="ms",
+                        samples=ms[VENTURI_PICKUP],
+                        note="concurrency 10, defaults; Queue.enqueue in the benchmark's process"))
     _verdicts(bench, ready, raw_drain_fig)
+
+
+async def pickup_turns(contenders: dict[str, tuple[Callable[[int], Awaitable[float]],
+                                                   dict[int, float]]],
+                       jobs: int) -> tuple[dict[str, list[float]], float]:
+    """Latencies (ms) from commit to handler start: job k goes to each idle consumer in
+    turn (the order rotates), ``PICKUP_RATE`` a second each, each only once the previous
+    one started; ``WARMUP`` first jobs each are not counted. Returns them and the time."""
+    names = list(contenders)
+    ms: dict[str, list[float]] = {name: [] for name in names}
+    start = tick = time.perf_counter()
+    for k in range(-WARMUP, jobs):
+        for name in names[k % len(names):] + names[:k % len(names)]:
+            tick += 1 / (PICKUP_RATE * len(names))
+            await asyncio.sleep(max(tick - time.perf_counter(), 0))
+            commit, started = contenders[name]
+            committed = await commit(k)
+            await _until(functools.partial(started.__contains__, k), 10, f"a {name}")
+            if k >= 0:
+                ms[name].append((started[k] - committed) * 1000)
+    return ms, time.perf_counter() - start
 
 
 def _verdicts(bench: Bench, ready: list[peerenv.Ready], raw: Figure) -> None:
@@ -181,6 +251,10 @@ def _verdicts(bench: Bench, ready: list[peerenv.Ready], raw: Figure) -> None:
             target = f" (target ≥ {TARGETS[c]}×: {'met' if x >= TARGETS[c] else 'MISSED'})" \
                 if r.peer is peerenv.PGQUEUER else ""
             print(f"   venturi / {r.label} at concurrency={c}: {x:.2f}×{target}", flush=True)
+    pickup = by_name[VENTURI_PICKUP]
+    for r in ready:
+        print(f"   venturi pickup p99 / {r.label}'s: "
+              f"{pickup.percentile(99) / by_name[_pickup(r)].percentile(99):.2f}×", flush=True)
     share = ratio(by_name[_venturi(50)], raw)
     print(f"   venturi at concurrency=50 / raw batched loop: {share:.0%} "
           f"(target ≥ 50%: {'met' if share >= 0.5 else 'MISSED'})", flush=True)
