@@ -195,11 +195,12 @@ class PeerChild:
         self.proc, self.name = proc, name
 
     @classmethod
-    async def start(cls, ready: Ready, dsn: str, concurrency: int) -> PeerChild:
+    async def start(cls, ready: Ready, dsn: str, concurrency: int, *options: str) -> PeerChild:
         proc = await asyncio.create_subprocess_exec(
             str(ready.venv / "bin" / "python"), str(SCRIPTS / ready.peer.script), dsn,
-            str(concurrency), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            cwd=SCRIPTS, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+            str(concurrency), *options, stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, cwd=SCRIPTS,
+            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
         child = cls(proc, ready.peer.name)
         await child.expect("ready")
         return child
@@ -236,18 +237,20 @@ class PeerChild:
 
 
 @contextlib.asynccontextmanager
-async def child(ready: Ready, dsn: str, concurrency: int) -> AsyncIterator[PeerChild]:
-    c = await PeerChild.start(ready, dsn, concurrency)
+async def child(ready: Ready, dsn: str, concurrency: int,
+                *options: str) -> AsyncIterator[PeerChild]:
+    c = await PeerChild.start(ready, dsn, concurrency, *options)
     try:
         yield c
     finally:
         await c.close()
 
 
-async def drain(ready: Ready, dsn: str, jobs: int, concurrency: int) -> float:
+async def drain(ready: Ready, dsn: str, jobs: int, concurrency: int, *options: str) -> float:
     """One timed drain: a fresh consumer process, connected, its tables emptied and
-    filled with ``jobs`` (untimed); then "go" to the last job done."""
-    async with child(ready, dsn, concurrency) as c:
+    filled with ``jobs`` (untimed); then "go" to the last job done. ``options`` go to
+    the child's command line."""
+    async with child(ready, dsn, concurrency, *options) as c:
         c.send(f"fill {jobs}")
         await c.expect("filled")
         result = await c.ask("go")

@@ -60,6 +60,11 @@ def test_quick_peers_run_compares_venturi_with_each_peer(
             assert peer["references"] == [raw]
             # venturi's figure is compared with the peer's measured in the same runs
             assert mine["ratios"][peer["name"]] > 0
+    for r in ready:
+        if r.peer is peerenv.PGQUEUER:  # also with the largest batch it accepts
+            tuned = f"{r.label} concurrency=50, batch_size=25, own process"
+            assert figures[tuned]["jobs_per_s"] > 0
+            assert figures["Worker concurrency=50, own process"]["ratios"][tuned] > 0
     pickup = figures["Worker pickup, own process"]
     for r in ready:
         peer = figures[f"{r.label} pickup, own process"]

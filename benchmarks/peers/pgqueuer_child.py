@@ -1,12 +1,13 @@
 """A PgQueuer consumer in a process of its own, for benchmarks/scenarios/peers.py.
 
-``python pgqueuer_child.py DSN CONCURRENCY`` in the PgQueuer venv; protocol in
+``python pgqueuer_child.py DSN CONCURRENCY [BATCH]`` in the PgQueuer venv; protocol in
 ``_proto.py``. The consumer is PgQueuer's ``QueueManager`` with one no-op entrypoint,
 run as its documentation runs a drain with a concurrency limit:
 ``run(mode=drain, max_concurrent_tasks=CONCURRENCY)``, all else default
 (``batch_size=10``) except where PgQueuer refuses the default: it wants
 ``max_concurrent_tasks >= 2 * batch_size``, so at concurrency 10 the batch is 5. On
-uvloop, as PgQueuer's own CLI (``pgq run``) runs.
+uvloop, as PgQueuer's own CLI (``pgq run``) runs. ``BATCH`` sets ``batch_size`` instead
+(the scenario also measures the largest it accepts, half the concurrency).
 """
 
 from __future__ import annotations
@@ -28,13 +29,12 @@ ENTRYPOINT = "bench_noop"
 TABLES = "pgqueuer, pgqueuer_log, pgqueuer_statistics"
 
 
-async def main(dsn: str, concurrency: int) -> None:
+async def main(dsn: str, concurrency: int, batch: int) -> None:
     producer = await asyncpg.connect(dsn)
     queries = Queries.from_asyncpg_connection(producer)
     consumer = await asyncpg.connect(dsn)
     ran, probing = 0, False
     qm = QueueManager(Queries.from_asyncpg_connection(consumer))
-    batch = min(10, concurrency // 2)
     listening: asyncio.Task[None] | None = None
 
     @qm.entrypoint(ENTRYPOINT)
@@ -91,4 +91,5 @@ async def main(dsn: str, concurrency: int) -> None:
 
 
 if __name__ == "__main__":
-    uvloop.run(main(sys.argv[1], int(sys.argv[2])))
+    c = int(sys.argv[2])
+    uvloop.run(main(sys.argv[1], c, int(sys.argv[3]) if sys.argv[3:] else min(10, c // 2)))
