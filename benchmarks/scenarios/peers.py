@@ -255,8 +255,12 @@ async def pickup_turns(contenders: dict[str, tuple[Callable[[int], Awaitable[flo
 
 
 def _verdicts(bench: Bench, ready: list[peerenv.Ready], raw: Figure) -> None:
-    """One line per target: the median of per-run ratios against the figure it names."""
+    """One line per target: the median of per-run ratios against the figure it names
+    (the targets hold at full size: at quick size, starting the processes dominates)."""
     by_name = {f.name: f for f in bench.figures if f.scenario == bench.scenario}
+    if bench.size.name != "full":
+        print(f"   ({bench.size.name} size: the ratios below are no verdict on the targets)",
+              flush=True)
     for c in CONCURRENCIES:
         mine = by_name[_venturi(c)]
         for r in ready:
