@@ -40,7 +40,7 @@ def test_quick_size_writes_every_scenario(pg_dsn: str, tmp_path: Path) -> None:
     for f in by_unit["ms"]:  # pickup latencies: one sample per job, plausible values
         assert len(f["samples"]) == f["jobs"] >= 50
         assert 0 < f["p50_ms"] <= f["p99_ms"] <= f["max_ms"] < 10_000
-    assert {f["scenario"] for f in by_unit["ms"]} == {"pickup", "backlog", "result"}
+    assert {f["scenario"] for f in by_unit["ms"]} == {"pickup", "backlog", "result", "peers"}
     for f in by_unit["MB"]:  # RSS samples of a child process
         rss = f["rss_mb"]
         assert 5 < rss["start"] <= rss["peak"] < 2_000 and rss["end"] <= rss["peak"]

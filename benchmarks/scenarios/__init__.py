@@ -1,5 +1,6 @@
 """Every scenario module, imported so that its scenarios register themselves."""
 
-from . import enqueue, flow, logs, producers, scaleout, tracing, worker, workflows
+from . import enqueue, flow, logs, peers, producers, scaleout, tracing, worker, workflows
 
-__all__ = ["enqueue", "flow", "logs", "producers", "scaleout", "tracing", "worker", "workflows"]
+__all__ = ["enqueue", "flow", "logs", "peers", "producers", "scaleout", "tracing", "worker",
+           "workflows"]
