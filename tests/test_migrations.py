@@ -143,7 +143,8 @@ async def test_migrate_creates_the_schema_once(pg_dsn: str, fresh: str) -> None:
         "max_failures", "carry", "dedup_key", "subject", "periodic", "trace_context",
         "limit_key",  # 0003_kinds.sql
         "result", "waiting", "has_dependents",  # 0004_results.sql
-        "workflow_id"}  # 0008_workflows_fanin.sql
+        "workflow_id",  # 0008_workflows_fanin.sql
+        "awaited"}  # 0009_awaited.sql
 
 
 async def test_concurrent_migrators_apply_once(pg_dsn: str, fresh: str) -> None:

@@ -3,8 +3,9 @@
 docs/concepts/results.md. Every statement that finishes jobs (a settle that completes
 or kills, a recovery that kills, a cancel) sends their ids on the queue's results
 channel in its own transaction, so the notification arrives after the row is
-committed. A waiter never polls: it reads its job once LISTEN is active, and again
-only when a notification names it or when the LISTEN connection came back after
+committed; a settle announces only the jobs someone waits for, which the waiter's
+read (``Store.watch_job``) flags. A waiter never polls: it reads its job once LISTEN is
+active, and again only when a notification names it or when the LISTEN connection came back after
 being lost (notifications sent meanwhile are gone, so every waiter re-reads).
 Reading after LISTEN is active is what makes a job that finished before the call,
 or between the call and the notification, come out right.
@@ -80,7 +81,9 @@ class Waiters:
                 # Cleared before the read: a notification or a re-listen from here on
                 # sets it again, and the loop reads once more.
                 event.clear()
-                job = await self._store.job(id)
+                # Flagged as awaited in the same statement: only such jobs are announced
+                # by the settle that finishes them (sql/0009_awaited.sql).
+                job = await self._store.watch_job(id)
                 if finished(job):
                     return job
                 await event.wait()

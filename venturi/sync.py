@@ -171,19 +171,27 @@ class SyncQueue:
             try:
                 with driver.blocking_listener(listen) as listener:  # type: ignore[union-attr]
                     # Read once LISTEN is active: a job that finished before is seen
-                    # here, one that finishes later is announced to us.
-                    job = self.job(job_id)
+                    # here, one that finishes later is announced to us (the read flags it
+                    # as awaited: Store.watch_job).
+                    job = self._watch(job_id)
                     while not results.finished(job):
                         if not any(job_id in parse_finished(p)
                                    for p in listener.wait(_left(deadline, job_id))):
                             continue
-                        job = self.job(job_id)
+                        job = self._watch(job_id)
                     return self._outcome(job_id, job)
             except DatabaseUnavailable:
                 # Notifications sent while no session listened are lost: listen again,
                 # then read the job again.
                 time.sleep(min(delay, _left(deadline, job_id)))
                 delay = min(delay * 2, 5.0)
+
+    def _watch(self, job_id: UUID) -> JobRecord | None:
+        """``Store.watch_job``, serialised like the other calls."""
+        if self._serial is None:
+            return run_blocking(self.store.watch_job(job_id))
+        with self._serial:
+            return run_blocking(self.store.watch_job(job_id))
 
     def _outcome(self, job_id: UUID, job: JobRecord | None) -> Any:
         journal = self.journal(job_id) if job is not None and job.status is Status.DEAD else []

@@ -220,6 +220,13 @@ class Store(abc.ABC):
     async def job(self, id: UUID, *, conn: Any = None) -> JobRecord | None: ...
 
     @abc.abstractmethod
+    async def watch_job(self, id: UUID) -> JobRecord | None:
+        """``job``, and the job flagged as awaited: a settle that finishes it from now on
+        (or that was finishing it meanwhile and committed after this read) announces it
+        on the results channel (``listen_finished``); settles announce no other job.
+        What ``Queue.result`` reads while it waits (docs/concepts/results.md)."""
+
+    @abc.abstractmethod
     async def results(self, ids: Sequence[UUID]) -> dict[UUID, Any]:
         """The results of those of ``ids`` that completed, by id (docs/concepts/results.md)."""
 
@@ -332,7 +339,9 @@ class Store(abc.ABC):
     def listen_finished(self) -> Listener:
         """A fresh listener on the results channel: ``("finished", ids)`` whenever jobs
         complete, go dead or are cancelled (venturi/notices.py), sent by the
-        transaction that finished them, at its commit (docs/concepts/results.md)."""
+        transaction that finished them, at its commit (docs/concepts/results.md). A
+        settle announces only the jobs flagged by ``watch_job``; a recovery, a cancel
+        and a failed dependency announce every job they finish."""
 
     @abc.abstractmethod
     def identity_lock(self, name: str) -> IdentityLock:

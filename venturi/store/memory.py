@@ -65,6 +65,7 @@ class MemoryStore(MemoryAdmin, Store):
         self._listeners: set[MemoryListener] = set()
         self._locks: dict[str, object] = {}  # worker name -> its identity lock's holder
         self._edges = Edges()
+        self._awaited: set[UUID] = set()  # watch_job's flag: what a settle announces
         self._workflows: dict[UUID, WorkflowRecord] = {}
         self._step_of: dict[UUID, UUID] = {}  # step's job id -> its workflow
         self._flow_init()
@@ -353,7 +354,7 @@ class MemoryStore(MemoryAdmin, Store):
                     )
             out.append(Settled(s.id, True, t.status, t.outcome))
         self._announce(woke, now)
-        self._announce_finished(finished)
+        self._announce_finished([id for id in finished if id in self._awaited])
         self._followed(follower)
         return out
 

@@ -68,6 +68,7 @@ class MemoryViews:
     clock: Clock
     _jobs: Rows
     _journal: dict[UUID, list[JournalRecord]]
+    _awaited: set[UUID]
 
     def _now(self) -> dt.datetime:
         return self.clock.now() or dt.datetime.now(dt.UTC)
@@ -75,6 +76,12 @@ class MemoryViews:
     async def job(self, id: UUID, *, conn: Any = None) -> JobRecord | None:
         refuse_conn(conn)
         return self._jobs.get(id)
+
+    async def watch_job(self, id: UUID) -> JobRecord | None:
+        job = self._jobs.get(id)
+        if job is not None:
+            self._awaited.add(id)
+        return job
 
     async def journal(self, id: UUID, *, conn: Any = None) -> list[JournalRecord]:
         refuse_conn(conn)

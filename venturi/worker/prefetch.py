@@ -107,17 +107,27 @@ class Prefetch:
         """A claim took ``seconds`` from send to rows."""
         self.rtt = seconds if self.rtt == 0.0 else self.rtt + (seconds - self.rtt) * RTT_WEIGHT
 
+    def _observe(self, now: float) -> float:
+        """The job rate, brought up to ``now``."""
+        elapsed = now - self._at
+        if elapsed > 0:
+            observed = (self._ended - self._seen) / elapsed
+            self.rate += (observed - self.rate) * (1 - math.exp(-elapsed / RATE_HORIZON))
+            self._at, self._seen = now, self._ended
+        return self.rate
+
+    def current_rate(self) -> float:
+        """Runs ending per second now (averaged over about ``RATE_HORIZON``), whatever
+        the window: what the settler expects to collect if it waits (settler.py)."""
+        return self._observe(self._clock())
+
     def window(self, running_since: Callable[[], Iterable[float]]) -> ClaimWindow:
         """The window for the claim about to go out. ``running_since`` gives the start
         times of the runs going on now (asked only when the window would be open)."""
         if self._fixed is not None:
             return self.current
         now = self._clock()
-        elapsed = now - self._at
-        if elapsed > 0:
-            observed = (self._ended - self._seen) / elapsed
-            self.rate += (observed - self.rate) * (1 - math.exp(-elapsed / RATE_HORIZON))
-            self._at, self._seen = now, self._ended
+        self._observe(now)
         low = math.ceil(self.rate * self.rtt)
         ahead = min(3 * low, int(self.rate * WAIT_BOUND), MAX_AHEAD)
         if ahead > 0:

@@ -1,7 +1,10 @@
 """Writing settlements in batches, and keeping them through a database outage.
 
 Finished runs queue their settlement here; one loop writes whatever has
-accumulated in a single ``settle_many`` round trip. When the database is
+accumulated in a single ``settle_many`` round trip. A batch that is small while
+runs are ending fast waits a little for more (``Settler._gather``): every write is
+a commit, and several worker processes on one table are limited by how many
+commits they make, not by how many jobs each carries. When the database is
 unreachable the batch stays buffered (its jobs stay held, so their leases are
 still renewed) and is written first after reconnecting (docs/concepts/failures.md,
 "Losing the database is not a failure").
@@ -10,6 +13,7 @@ still renewed) and is written first after reconnecting (docs/concepts/failures.m
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 from ..errors import DatabaseConflict, DatabaseError, DatabaseUnavailable, classify
@@ -19,6 +23,9 @@ from .health import DatabaseHealth
 from .identity import Identity
 
 MAX_BATCH = 1000
+# The longest a settlement waits for others to share its commit (docs/concepts/leases.md,
+# "Settling in batches"): at most this, and never longer than the last write took.
+GATHER_MAX = 0.005
 # Attempts at one settlement that keeps losing races (deadlocks) before it is dropped.
 CONFLICT_ATTEMPTS = 3
 log = get_logger("venturi.worker")
@@ -28,17 +35,23 @@ OnSettled = Callable[[list[Settlement], list[Settled]], None]
 
 class Settler:
     """``on_settled`` hears of every committed batch, ``on_dropped`` of a settlement
-    the database refused on its own; ``wake`` is set when the buffer empties."""
+    the database refused on its own; ``wake`` is set when the buffer empties.
+    ``rate`` tells how many runs end per second now (the prefetch window's estimate):
+    what the gathering wait expects to collect."""
 
     def __init__(self, store: Store, identity: Identity, db: DatabaseHealth,
                  on_settled: OnSettled, on_dropped: Callable[[Settlement], None],
-                 wake: asyncio.Event) -> None:
+                 wake: asyncio.Event, rate: Callable[[], float] = lambda: 0.0) -> None:
         self._store = store
         self._identity = identity
         self._db = db
         self._on_settled = on_settled
         self._on_dropped = on_dropped
         self._wake = wake
+        self._rate = rate
+        self._took = 0.0  # how long the last write took, seconds
+        self._clock = time.monotonic  # both replaced by tests
+        self._sleep = asyncio.sleep
         self._buffer: list[Settlement] = []
         self._pending = asyncio.Event()
         self._empty = asyncio.Event()
@@ -108,15 +121,30 @@ class Settler:
         self._settled(done, results)
         return True
 
+    async def _gather(self) -> None:
+        """Wait for more settlements before writing a small batch, when runs end fast
+        enough that the wait would at least double it: as long as the last write took,
+        at most ``GATHER_MAX``. The jobs waiting here no longer hold a slot (they are
+        settling), so the slots go on meanwhile; what waits is their commit, and a
+        ``result()`` caller's answer, by at most that long. A batch of slow jobs, or of
+        the last runs of a drain, is written at once (too few ending to wait for)."""
+        wait = min(self._took, GATHER_MAX)
+        if wait > 0 and self._rate() * wait >= len(self._buffer):
+            await self._sleep(wait)
+
     async def run(self) -> None:
         db = self._db
         while True:
             await self._pending.wait()
             self._pending.clear()
             while self._buffer:
+                if len(self._buffer) < MAX_BATCH:
+                    await self._gather()
                 batch = self._buffer[:MAX_BATCH]
+                sent = self._clock()
                 try:
                     results = await self._store.settle_many(self._identity.claimed_by, batch)
+                    self._took = self._clock() - sent
                 except DatabaseUnavailable:
                     await db.back_off("settler")
                     continue

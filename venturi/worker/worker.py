@@ -132,12 +132,13 @@ class Worker:
                                   self._timer.wake_at)
         self._flow = Flow(store, {k: cls.__task__.limits for k, cls in self.tasks.items()},
                           self._db, self.metrics, config.heartbeat_interval.total_seconds())
-        self._settler = Settler(store, self.identity, self._db, self._on_settled,
-                                self._held.dropped, self._claim_wanted)
         self._deadlines = DeadlineWatcher(self._held)
         self._prefetch = Prefetch(config.concurrency,
                                   None if config.prefetch == "auto" else config.prefetch,
                                   time.monotonic)  # the clock of Held.started
+        self._settler = Settler(store, self.identity, self._db, self._on_settled,
+                                self._held.dropped, self._claim_wanted,
+                                self._prefetch.current_rate)
         self._claimer = Claimer(store, self.identity, self.leases, self._prefetch, self._held,
                                 self._settler, self._timer, self._db, self._clock,
                                 self._kind_metrics, self._flow, self._claim_wanted, self._stop)

@@ -5,6 +5,30 @@ SELECT
 -- include: job_columns
 FROM {prefix}jobs AS j WHERE id = $1
 
+-- name: watch_job
+-- The job's row, flagged as awaited by a result() caller (sql/0009_awaited.sql says
+-- why the settles announce only those). Always written, never "only if not yet": a
+-- row this UPDATE waited for is read at its latest version, which is what makes a
+-- settle that committed meanwhile visible here (a filtered UPDATE that matched nothing
+-- would leave only this statement's older snapshot to read). A claim that met the row
+-- locked by it skipped the row (SKIP LOCKED) and may have found nothing else: a job
+-- runnable now therefore gets a wake-up on the jobs channel, sent at commit, after the
+-- lock is gone. Committed without waiting for its WAL flush (set_config(..., true): this
+-- transaction only): a flag lost in a server crash is written again, since the waiter's
+-- LISTEN session is lost with it and every waiter reads its job again after listening
+-- again (venturi/results.py).
+WITH cfg AS (
+    SELECT set_config('synchronous_commit', 'off', true) AS s
+), w AS (
+    UPDATE {prefix}jobs AS j SET awaited = true WHERE j.id = $2
+    RETURNING
+-- include: job_columns
+    , j.status = 'pending' AND j.visible_at <= {now} AS runnable
+), wake AS (
+    SELECT count(pg_notify('{prefix}jobs', kind)) AS n FROM w WHERE runnable
+)
+SELECT w.*, wake.n, cfg.s FROM w, wake, cfg
+
 -- name: journal
 SELECT id, job_id, kind, run_no, recorded_at, outcome, note, attachment::text
 FROM {prefix}journal WHERE job_id = $1 ORDER BY id

@@ -31,6 +31,10 @@ class Inspecting(Operations):
         row = await self._row("job", id, on=self._on(conn))
         return None if row is None else rows.job(row)
 
+    async def watch_job(self, id: UUID) -> JobRecord | None:
+        row = await self._row("watch_job", id)
+        return None if row is None else rows.job(row)
+
     async def results(self, ids: Sequence[UUID]) -> dict[UUID, Any]:
         found = await self._fetch("results", list(ids))
         return {r[0]: None if r[1] is None else rows.json_value(r[1]) for r in found}

@@ -8,8 +8,9 @@
 -- occurrence inserts its successor (docs/concepts/periodic.md). Each row reads its
 -- input from $4 under its id: [run_no, action, note, attachment, delay in
 -- microseconds, set_carry, carry, successor id, successor time, successor trace
--- context, result]. A completion stores its result; every row that finishes
--- (completed, dead) is announced to result() waiters (notify_finished). The CASEs are
+-- context, result]. A completion stores its result; a row that finishes (completed,
+-- dead) is announced to result() waiters (notify_finished) when one waits for it (its
+-- flag awaited, sql/0009_awaited.sql: nobody else reads the channel). The CASEs are
 -- lifecycle.settle: complete -> completed; kill -> dead; fail -> dead when
 -- failure_count + 1 reaches max_failures (budget_spent), else pending (retried);
 -- pause, release -> pending. fail and kill count a failure; fail, pause and
@@ -42,7 +43,7 @@ WITH upd AS (
     WHERE
 -- include: still_held
     RETURNING j.id, j.kind, j.status, j.payload, j.priority, j.max_failures, j.periodic,
-              j.visible_at, j.run_count AS run_no, $4::jsonb -> (j.id::text) AS e
+              j.visible_at, j.run_count AS run_no, j.awaited, $4::jsonb -> (j.id::text) AS e
 ), entries AS (
     INSERT INTO {prefix}journal (job_id, kind, run_no, recorded_at, outcome, note, attachment)
     SELECT id, kind, run_no, {now},
@@ -70,7 +71,7 @@ WITH upd AS (
     -- work due later says when.
     SELECT kind, visible_at FROM upd WHERE status = 'pending'
 ), finished AS (
-    SELECT id FROM upd WHERE status IN ('completed', 'dead')
+    SELECT id FROM upd WHERE status IN ('completed', 'dead') AND awaited
 ),
 -- include: notify_finished
 ,
@@ -89,21 +90,22 @@ FROM entries AS e
 -- name: settle_completions
 -- settle_many's common case, a batch of plain completions (no carry, no periodic
 -- successor): the same guard, journal entry (lifecycle's complete), stored result and
--- announcement to result() waiters, without the successor insert and the wake-ups a
--- completion never needs. $4 holds [run_no, note, attachment, result] under each id.
+-- announcement to result() waiters of the awaited rows, without the successor insert
+-- and the wake-ups a completion never needs. $4 holds [run_no, note, attachment,
+-- result] under each id.
 WITH upd AS (
     UPDATE {prefix}jobs AS j SET
         status = 'completed', finished_at = {now}, claimed_by = NULL, claim_expires_at = NULL,
         result = ($4::jsonb -> (j.id::text) ->> 3)::jsonb
     WHERE
 -- include: still_held
-    RETURNING j.id, j.kind, j.run_count, $4::jsonb -> (j.id::text) AS e
+    RETURNING j.id, j.kind, j.run_count, j.awaited, $4::jsonb -> (j.id::text) AS e
 ), entries AS (
     INSERT INTO {prefix}journal (job_id, kind, run_no, recorded_at, outcome, note, attachment)
     SELECT id, kind, run_count, {now}, 'completed', e ->> 1, (e ->> 2)::jsonb FROM upd
     RETURNING job_id, run_no
 ), finished AS (
-    SELECT id FROM upd
+    SELECT id FROM upd WHERE awaited
 ),
 -- include: notify_finished
 SELECT job_id, run_no, (SELECT n FROM finished_sent) AS announced FROM entries
@@ -112,8 +114,9 @@ SELECT job_id, run_no, (SELECT n FROM finished_sent) AS announced FROM entries
 -- A CTE "finished_sent" (n) telling result() waiters that the jobs of a CTE "finished"
 -- (id) have finished: their ids on the results channel, comma-separated, at most 100
 -- per message (venturi/notices.py, FINISHED_CHUNK: well under NOTIFY's 8000 bytes).
--- Sent at commit, so a waiter woken by it reads the finished row. The statement's
--- final SELECT must read n, or the CTE would not run; no comma after it.
+-- Sent at commit, so a waiter woken by it reads the finished row; none at all (and so
+-- no NOTIFY's commit lock) when "finished" is empty. The statement's final SELECT must
+-- read n, or the CTE would not run; no comma after it.
 finished_sent AS (
     SELECT count(pg_notify('{prefix}results', c.ids)) AS n
     FROM (SELECT string_agg(f.id::text, ',') AS ids

@@ -55,6 +55,8 @@ async def test_every_way_a_job_finishes_is_announced(store: Store, clock: Manual
     done, killed, spent, lost, cancelled, running = await add(
         store, new_job("a"), new_job("b"), new_job("c", max_failures=1),
         new_job("d", max_failures=1), new_job("e"), new_job("f"))
+    for awaited in (done, killed, spent):  # a settle announces only what is awaited
+        await store.watch_job(awaited.id)
     async with store.listen_finished() as listener:
         assert await store.settle("w/1", settlement(await claim_one(store, "a"), Action.COMPLETE))
         assert await store.settle("w/1", settlement(await claim_one(store, "b"), Action.KILL))
@@ -67,6 +69,32 @@ async def test_every_way_a_job_finishes_is_announced(store: Store, clock: Manual
         seen = await _receive_ids(listener, {done.id, killed.id, spent.id, lost.id, cancelled.id})
     # The recovered job that is pending again has not finished.
     assert running.id not in seen
+
+
+async def test_a_settle_announces_only_the_jobs_someone_awaits(store: Store) -> None:
+    """Settles announce the jobs flagged by watch_job, in either kind of batch (plain
+    completions, a mixed batch), and send nothing for a batch nobody awaits: the NOTIFY
+    and its commit lock are only paid for a waiter (sql/0009_awaited.sql)."""
+    a, b, c, d, e = await add(store, *(new_job() for _ in range(5)))
+    claimed = {x.id: x for x in [await claim_one(store) for _ in range(5)]}
+    watched = await store.watch_job(b.id)
+    assert watched is not None and watched.status is Status.CLAIMED
+    assert await store.watch_job(d.id) is not None
+    assert await store.watch_job(uuid7()) is None
+    async with store.listen_finished() as listener:
+        assert await store.settle("w/1", settlement(claimed[e.id], Action.COMPLETE))
+        await store.settle_many("w/1", [settlement(claimed[a.id], Action.COMPLETE),
+                                        settlement(claimed[b.id], Action.COMPLETE)])
+        await store.settle_many("w/1", [settlement(claimed[c.id], Action.KILL),
+                                        settlement(claimed[d.id], Action.KILL)])
+        seen = await _receive_ids(listener, {b.id, d.id})
+        # Nothing else is on its way: every settle above has committed, and a marker
+        # announced after them arrives after anything they sent.
+        (marker,) = await add(store, new_job())
+        await store.watch_job(marker.id)
+        assert await store.settle("w/1", settlement(await claim_one(store), Action.COMPLETE))
+        seen |= await _receive_ids(listener, {marker.id})
+    assert seen == {b.id, d.id, marker.id}
 
 
 async def test_result_of_a_job_that_already_completed(store: Store, queue: Queue) -> None:

@@ -1,0 +1,14 @@
+-- venturi schema, version 9: which jobs a result() caller waits for. Forward-only.
+--
+-- A settle that finishes jobs announces them on the results channel (what wakes
+-- Queue.result, docs/concepts/results.md) only when someone waits: a NOTIFY makes its
+-- transaction take a lock that PostgreSQL holds from before its commit record until
+-- after its flush, one notifying commit at a time in the whole cluster, so worker
+-- processes that each announced every settle queued up behind each other's commits
+-- (benchmarks/results-throughput.md). result() sets the flag on the job's row, in the
+-- statement that reads the row (watch_job), before it waits: a settle that runs
+-- afterwards, or that waited for that statement's row lock, reads the flag in the row
+-- it updates; one that committed first is what that read sees.
+--
+-- Not null with a constant default: adding it rewrites no row (PostgreSQL 11+).
+ALTER TABLE {prefix}jobs ADD COLUMN IF NOT EXISTS awaited boolean NOT NULL DEFAULT false;

@@ -1,0 +1,114 @@
+"""The settler's batches (venturi/worker/settler.py): a small batch waits for others to
+share its commit while runs end fast, for no longer than the last write took and at
+most GATHER_MAX; one of slow runs is written at once. A store stand-in records the
+batches and a sleep stand-in stands for the wait, so nothing here depends on timing."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter
+
+from venturi._ids import uuid7
+from venturi.store.base import Action, Settled, Settlement
+from venturi.worker.health import DatabaseHealth, Health
+from venturi.worker.identity import Identity
+from venturi.worker.settler import GATHER_MAX, Settler
+
+
+class Recorder:
+    """settle_many as a store does it, each write taking ``took`` of the test's clock."""
+
+    def __init__(self, clock: list[float], took: float) -> None:
+        self.batches: list[list[Settlement]] = []
+        self.started: asyncio.Queue[None] = asyncio.Queue()  # one item per write sent
+        self.release = asyncio.Event()  # the test lets the write return
+        self._clock = clock
+        self._took = took
+
+    async def settle_many(self, claimed_by: str,
+                          settlements: Sequence[Settlement]) -> list[Settled]:
+        self.batches.append(list(settlements))
+        self.started.put_nowait(None)
+        await self.release.wait()
+        self.release.clear()
+        self._clock[0] += self._took
+        return [Settled(s.id, True) for s in settlements]
+
+
+def one() -> Settlement:
+    return Settlement(uuid7(), 1, Action.COMPLETE)
+
+
+def settler(store: Any, clock: list[float], rate: float) -> tuple[Settler, list[float]]:
+    db = DatabaseHealth(Health(), Counter("t_db_unavailable", "", registry=CollectorRegistry()),
+                        5.0)
+    s = Settler(store, Identity("t"), db, lambda batch, results: None, lambda x: None,
+                asyncio.Event(), lambda: rate)
+    s._clock = lambda: clock[0]
+    slept: list[float] = []
+    return s, slept
+
+
+async def two_writes(store: Recorder, s: Settler) -> tuple[Settlement, Settlement]:
+    """One settlement, and a second put while the first one's write is out; returns
+    once both writes have committed."""
+    first, second = one(), one()
+    task = asyncio.create_task(s.run())
+    try:
+        async with asyncio.timeout(5):
+            s.put(first)
+            await store.started.get()  # the first write waits for nothing
+            s.put(second)
+            store.release.set()
+            await store.started.get()
+            store.release.set()
+            await s.wait_empty()
+    finally:
+        task.cancel()
+    return first, second
+
+
+async def test_a_small_batch_waits_for_more_while_runs_end_fast() -> None:
+    clock = [0.0]
+    store = Recorder(clock, took=0.010)  # every write takes 10 ms
+    s, slept = settler(store, clock, rate=5_000.0)
+    late = one()
+
+    async def gather_sleep(seconds: float) -> None:
+        slept.append(seconds)
+        s.put(late)  # a run that ended during the wait
+
+    s._sleep = gather_sleep
+    first, second = await two_writes(store, s)
+    assert [[x.id for x in b] for b in store.batches] == [[first.id], [second.id, late.id]]
+    assert slept == [GATHER_MAX]  # the last write took 10 ms: the wait is capped
+
+
+async def test_the_wait_is_no_longer_than_the_last_write() -> None:
+    clock = [0.0]
+    store = Recorder(clock, took=0.001)
+    s, slept = settler(store, clock, rate=5_000.0)
+
+    async def gather_sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    s._sleep = gather_sleep
+    await two_writes(store, s)
+    assert slept == [0.001]
+
+
+async def test_slow_runs_are_settled_at_once() -> None:
+    """At 10 runs a second, a 10 ms wait would collect a tenth of a settlement: none."""
+    clock = [0.0]
+    store = Recorder(clock, took=0.010)
+    s, slept = settler(store, clock, rate=10.0)
+
+    async def gather_sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    s._sleep = gather_sleep
+    await two_writes(store, s)
+    assert slept == [] and [len(b) for b in store.batches] == [1, 1]
