@@ -23,7 +23,7 @@ import datetime as dt
 import json
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import asyncpg
@@ -33,6 +33,7 @@ from tests.conftest import drop_prefix, wait_for
 from tests.tasks import Embed, Refresh
 from venturi import SyncQueue
 from venturi.store.base import ClaimRequest
+from venturi.store.flow import Limits, Rate
 from venturi.store.postgres import PostgresStore
 from venturi.store.postgres.asyncpg_driver import _usable, session_settings
 from venturi.store.postgres.driver import CACHED_PLAN_SETTINGS
@@ -60,13 +61,21 @@ async def admin(pg_dsn: str) -> AsyncIterator[asyncpg.Connection]:
         await conn.close()
 
 
-async def _prepare_on_empty_then_grow(store: PostgresStore, admin: asyncpg.Connection) -> None:
+async def _prepare_on_empty_then_grow(store: PostgresStore, admin: asyncpg.Connection,
+                                      claim: Callable[[], Awaitable[int]] | None = None
+                                      ) -> None:
+    """``claim`` (the plain claim unless given) run on the empty table, which then grows;
+    it returns how many jobs it took."""
     p = store.prefix
     # Before the first claim: an ALTER TABLE would itself replace cached plans.
-    for table in ("jobs", "journal"):
+    for table in ("jobs", "journal", "kinds", "kind_starts"):
         await admin.execute(f"ALTER TABLE {p}{table} SET (autovacuum_enabled = false)")
+
+    async def plain() -> int:
+        return len(await store.claim(REQUEST))
+
     for _ in range(8):  # past the fifth execution, where a generic plan may take over
-        assert await store.claim(REQUEST) == []
+        assert await (claim or plain)() == 0
     # 40,000 jobs run and finished (each leaving a dead version, as claims and settles
     # do), then a few runnable ones; no VACUUM, no ANALYZE: pg_class still says empty.
     await admin.execute(
@@ -83,23 +92,26 @@ async def _prepare_on_empty_then_grow(store: PostgresStore, admin: asyncpg.Conne
         "SELECT relpages FROM pg_class WHERE oid = $1::regclass", f"{p}jobs") == 0
 
 
-async def _cached_claim(store: PostgresStore) -> tuple[dict[str, Any], list[str]]:
+async def _cached_claim(store: PostgresStore, statement: str = "claim"
+                        ) -> tuple[dict[str, Any], list[str]]:
     """The claim's entry in the store's session (pg_prepared_statements), and the scans
     of the plan that session uses for it now (EXPLAIN EXECUTE: the cached plan source's
-    own choice between its generic plan and a custom one)."""
+    own choice between its generic plan and a custom one). ``statement``: the plain
+    claim or claim_limited_fast, which take the same parameters."""
     # The connection the claims ran on, which the driver holds between claims.
     (c,) = store.driver._cached_idle  # type: ignore[attr-defined]
     row = await c.fetchrow(
         "SELECT name, generic_plans, custom_plans FROM pg_prepared_statements"
-        " WHERE statement = $1", store._q["claim"].sql)
-    assert row is not None, "the claim is not prepared on the claim's connection"
+        " WHERE statement = $1", store._q[statement].sql)
+    assert row is not None, f"{statement} is not prepared on the claim's connection"
     (plan,) = json.loads(await c.fetchval(
         f"EXPLAIN (FORMAT JSON) EXECUTE {row['name']}{EXECUTE_ARGS}"))
     scans: list[str] = []
 
     def walk(node: dict[str, Any]) -> None:
         if "Relation Name" in node:
-            scans.append(f"{node['Node Type']} on {node['Relation Name']}")
+            using = f" using {node['Index Name']}" if "Index Name" in node else ""
+            scans.append(f"{node['Node Type']}{using} on {node['Relation Name']}")
         for child in node.get("Plans", []):
             walk(child)
 
@@ -126,6 +138,47 @@ async def test_a_claim_prepared_on_an_empty_table_stays_on_its_indexes(
     assert f"Index Scan using {prefix}jobs_pkey on {prefix}jobs" in scans or any(
         s.startswith("Index") and s.endswith(f"on {prefix}jobs") for s in scans), scans
     assert took < 1.0  # a sequential scan of 40,000 rows and their dead versions, per tier
+
+
+async def test_a_limited_claim_prepared_on_an_empty_table_stays_on_its_indexes(
+        pg_dsn: str, prefix: str, admin: asyncpg.Connection) -> None:
+    """The limited claim's fast path (limits configured, far from binding) keeps one
+    plan on the claim's connection too, and it stays on the indexes of every table it
+    reads: the jobs, the kinds' rows and the rate window's log."""
+    store = await _store(pg_dsn, prefix)
+    try:
+        await store.declare_kinds({"embed": Limits(
+            concurrency=10_000, rate=Rate(1_000_000, dt.timedelta(seconds=1)))})
+        fast: list[int] = []
+        fetch = store._fetch
+
+        async def spy(name: str, *args: Any, **kw: Any) -> Any:
+            found = await fetch(name, *args, **kw)
+            if name == "claim_limited_fast":
+                fast.append(len(found))
+            return found
+        store._fetch = spy  # type: ignore[method-assign]
+
+        async def limited() -> int:
+            return len((await store.claim_limited(REQUEST)).jobs)
+
+        await _prepare_on_empty_then_grow(store, admin, limited)
+        started = time.monotonic()
+        claimed = await limited()
+        took = time.monotonic() - started
+        entry, scans = await _cached_claim(store, "claim_limited_fast")
+    finally:
+        await store.close()
+        await drop_prefix(pg_dsn, prefix)
+    assert claimed == 10 and fast[-1] == 10, fast  # by the fast path
+    assert entry["custom_plans"] == 0 and entry["generic_plans"] >= 9, entry
+    assert not [s for s in scans if s.startswith("Seq Scan")], scans
+    # The tier scans on the claim index, the join back by the primary key, the count
+    # of claimed jobs on jobs_claimed_kind (sql/0007_claimed_kinds.sql).
+    for index in ("jobs_claim", "jobs_pkey"):
+        assert f"Index Scan using {prefix}{index} on {prefix}jobs" in scans, scans
+    assert f"Index Only Scan using {prefix}jobs_claimed_kind on {prefix}jobs" in scans, scans
+    assert took < 1.0
 
 
 async def test_without_its_planner_settings_the_cached_plan_scans_the_table(

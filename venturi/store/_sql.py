@@ -18,7 +18,7 @@ maintenance.md, "Plans that outlive the table they were made for"):
   therefore cannot go stale: the psycopg driver keeps only those prepared;
 - ``-- plan: cached`` marks one the asyncpg driver runs on connections of its own that
   plan it once, with sequential scans and hash and merge joins priced out
-  (asyncpg_driver.py says why): the claim.
+  (asyncpg_driver.py says why): the claim, and the limited claim's fast path.
 
 Other ``--`` lines are comments and are dropped. In the text, ``{prefix}`` is
 the validated table prefix (table names are also schema-qualified) and

@@ -27,8 +27,9 @@ from .asyncpg_sessions import AsyncpgIdentityLock, AsyncpgListener, AsyncpgMaint
 from .driver import CACHED_PLAN_SETTINGS, SESSION_SETTINGS, Executor, Row
 from .sqlstates import line
 
-# Connections for the statements marked ``-- plan: cached`` (the claim): a worker
-# claims one batch at a time; a second serves two workers sharing one store.
+# Connections for the statements marked ``-- plan: cached`` (the claim and the limited
+# claim's fast path): a worker claims one batch at a time, one statement after the
+# other; a second serves two workers sharing one store.
 CACHED_PLAN_CONNECTIONS = 2
 
 # How long a kept connection stays out of the pool, unused, for the next statement
