@@ -64,11 +64,13 @@ class JobBuilder:
                 raise InvalidJob("give after= once: on the Dependent or the call")
             after, after_failure, item = item.after, item.after_failure, item.task
         try:
-            parents = after_ids(after, after_failure)
+            parents = () if after is None and after_failure == "fail" else after_ids(
+                after, after_failure)
             task = item if isinstance(item, Task) else self.as_task(item)
             options = type(task).__task__
             payload = _codec.dumps(task)
-            _codec.check_size(payload, self.max_payload_bytes)
+            if len(payload) * 4 > self.max_payload_bytes:  # check_size's own test, inlined
+                _codec.check_size(payload, self.max_payload_bytes)
             if delay is not None or at is not None:
                 if delay is not None and at is not None:
                     raise InvalidJob("give delay= or at=, not both")

@@ -15,6 +15,15 @@ VALUES ($2, $3, $4::text::jsonb, $5, {now}, coalesce($7::timestamptz, {now} + $6
 RETURNING
 -- include: job_notice
 
+-- name: insert_now
+-- insert_one for the usual job: visible at once, and no column but the task's own
+-- (no carry, dedup key, subject, limit key, trace context; not periodic). Nothing to
+-- compute, and its wake-up is its kind (benchmarks/results-enqueue.md).
+-- prepared: it reads no table
+INSERT INTO {prefix}jobs (id, kind, payload, priority, created_at, visible_at, max_failures)
+VALUES ($2, $3, $4::text::jsonb, $5, {now}, {now}, $6)
+RETURNING pg_notify('{prefix}jobs', kind)
+
 -- name: insert_many
 -- A whole family in one statement: unnest keeps it one plan for any batch size.
 -- An optional column may come as one NULL array (unnest pads it with NULLs).

@@ -63,6 +63,9 @@ class Producing(Operations):
             return []
         check_new_jobs(jobs)
         on = self._on(conn)
+        if len(jobs) == 1 and not jobs[0].after and jobs[0].dedup_key is None:
+            await self._insert(jobs, on)  # one plain job: what follows, decided at once
+            return [Enqueued(jobs[0].id, False)]
         if any(j.after for j in jobs):
             await self._insert_waiting(jobs, on)
             return [Enqueued(j.id, False) for j in jobs]
@@ -80,6 +83,12 @@ class Producing(Operations):
                 return
         if len(jobs) == 1:
             j = jobs[0]
+            if (j.delay == _ZERO and j.at is None and j.carry is None and j.dedup_key is None
+                    and j.subject is None and not j.periodic and j.trace_context is None
+                    and j.limit_key is None):
+                await self._execute("insert_now", j.id, j.kind, j.payload, j.priority,
+                                    j.max_failures, on=on, keep=True)
+                return
             await self._execute(
                 "insert_one", j.id, j.kind, j.payload, j.priority, j.delay, j.at,
                 j.max_failures, j.carry, j.dedup_key, j.subject, j.periodic, j.trace_context,
