@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from tests.conftest import wait_for
-from tests.tasks import Embed, Refresh, Urgent
+from tests.tasks import Embed, Refresh, Summarize, Urgent
 from venturi import Enqueued, ManualClock, Outcome, Queue
 from venturi.store.postgres import PostgresStore
 
@@ -146,6 +146,31 @@ async def test_the_usual_job_and_one_with_every_column_insert_alike(
         wakeups = await _sync(pg_dsn, prefix, listener)
         assert wakeups[:3] == ["test.urgent"] * 3, wakeups
         assert wakeups[3].startswith("test.urgent|") and len(wakeups) == 4, wakeups
+
+
+async def test_a_plain_batch_wakes_each_of_its_kinds_once_at_commit(
+    pg_store: PostgresStore, clock: ManualClock, pg_dsn: str, prefix: str,
+    listener: asyncio.Queue[str]
+) -> None:
+    """``enqueue_batch`` (insert_batch) sends the kinds it was given, one wake-up each,
+    when the caller commits; its rows are visible at once, on the store's clock."""
+    queue = Queue(pg_store)
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        async with conn.transaction():
+            ids = await queue.enqueue_many(
+                [Urgent(n=1), Summarize(uri="s1"), Urgent(n=2), Summarize(uri="s2")], conn=conn)
+            assert await _sync(pg_dsn, prefix, listener) == []
+        rows = [await conn.fetchrow(
+            f"SELECT kind, subject, periodic, trace_context, created_at, visible_at"
+            f" FROM {prefix}jobs WHERE id = $1", id) for id in ids]
+    finally:
+        await conn.close()
+    assert sorted(await _sync(pg_dsn, prefix, listener)) == ["test.summarize", "test.urgent"]
+    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
+        ("test.urgent", None, False, None), ("test.summarize", "s1", False, None),
+        ("test.urgent", None, False, None), ("test.summarize", "s2", False, None)]
+    assert {(r[4], r[5]) for r in rows} == {(clock.now(), clock.now())}
 
 
 async def test_enqueue_uses_nothing_configured_on_the_callers_connection(

@@ -45,6 +45,24 @@ WITH pending AS (
 -- include: wake_pending
 SELECT n FROM wake
 
+-- name: insert_batch
+-- enqueue_batch's plain jobs (visible at once, one trace context for all: NewJobBatch)
+-- and one wake-up per kind of the batch, the kinds given ($10): nothing to collect back
+-- from the insert and group, which cost a batch of 1,000 about as much as building it
+-- (benchmarks/results-enqueue.md). A WITH that modifies data runs to completion whether
+-- or not the query reads it.
+-- prepared: it reads no table
+WITH pending AS (
+    INSERT INTO {prefix}jobs (id, kind, payload, priority, created_at, visible_at,
+                              max_failures, subject, periodic, trace_context)
+    SELECT i.id, i.kind, i.payload::jsonb, i.priority, {now}, {now}, i.max_failures,
+           i.subject, coalesce(i.periodic, false), $9::text::jsonb
+    FROM unnest($2::uuid[], $3::text[], $4::text[], $5::int2[], $6::int4[], $7::text[],
+                $8::bool[])
+         AS i(id, kind, payload, priority, max_failures, subject, periodic)
+)
+SELECT pg_notify('{prefix}jobs', k) FROM unnest($10::text[]) AS k
+
 -- name: notify_kinds
 -- After a COPY (which has no RETURNING): one wake-up per kind, sent at commit.
 SELECT pg_notify('{prefix}jobs', k) FROM unnest($1::text[]) AS k

@@ -147,7 +147,8 @@ class Producing(Operations):
             await self._execute("notify_kinds", sorted(kinds), on=ex)
 
     async def enqueue_batch(self, batch: NewJobBatch, *, conn: Any = None) -> None:
-        # enqueue's plain insert, bound from the batch's columns as they are.
+        # enqueue's plain insert, bound from the batch's columns as they are; the kinds
+        # to wake are the batch's own (every row is visible at once).
         if not batch.ids:
             return
         check_new_job_batch(batch)
@@ -168,10 +169,9 @@ class Producing(Operations):
             await self._copy(on, columns, zip(*cols, strict=True), set(batch.kinds))
             return
         await self._execute(
-            "insert_many", batch.ids, batch.kinds, batch.payloads, batch.priorities,
-            None, None, batch.max_failures, None, None, batch.subjects, batch.periodic,
-            None if batch.trace_context is None else [batch.trace_context] * n, None,
-            on=on, keep=True,
+            "insert_batch", batch.ids, batch.kinds, batch.payloads, batch.priorities,
+            batch.max_failures, batch.subjects, batch.periodic, batch.trace_context,
+            sorted(set(batch.kinds)), on=on, keep=True,
         )
 
     def _copy_records(
