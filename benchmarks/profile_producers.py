@@ -1,7 +1,9 @@
 """Where a producer call's client time goes: cProfile of ``SyncQueue.enqueue`` and of
-``Queue.enqueue(conn=<AsyncSession>)`` one job at a time, and the client CPU per call.
+``Queue.enqueue(conn=<AsyncSession>)`` one job at a time, and the client CPU per call;
+with ``--asyncpg``, of ``Queue.enqueue`` through its own pool and ``enqueue_many`` of
+1,000 instead (benchmarks/results-enqueue.md).
 
-    python -m benchmarks.profile_producers [--dsn DSN] [--jobs 2000] [--top 25]
+    python -m benchmarks.profile_producers [--dsn DSN] [--jobs 2000] [--top 25] [--asyncpg]
 
 Each profile runs after a warm-up of 200 calls, in a throwaway prefix; the table of
 functions is sorted by their own time (``tottime``). Client CPU per call is measured
@@ -80,11 +82,32 @@ async def main(dsn: str, jobs: int, top: int, driver: str) -> None:
             await engine.dispose()
 
 
+async def asyncpg_paths(dsn: str, jobs: int, top: int) -> None:
+    tasks = [task(i) for i in range(jobs)]
+    async with fresh_prefix(dsn) as prefix, \
+            Queue.connect(dsn, prefix=prefix, min_size=1, max_size=1) as queue:
+        async def one(n: int) -> None:
+            for t in tasks[:n]:
+                await queue.enqueue(t)
+
+        async def many(n: int) -> None:
+            for start in range(0, n, 1_000):
+                await queue.enqueue_many(tasks[start:min(start + 1_000, n)])
+
+        await _report("Queue.enqueue (its own pool)", one, jobs, top)
+        await _report("Queue.enqueue_many, 1,000 per call (per job)", many, jobs, top)
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dsn", default=DSN)
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--driver", default="asyncpg", choices=["asyncpg", "psycopg"])
+    parser.add_argument("--asyncpg", action="store_true",
+                        help="profile Queue.enqueue and enqueue_many on venturi's own pool")
     args = parser.parse_args()
-    asyncio.run(main(args.dsn, args.jobs, args.top, args.driver))
+    if args.asyncpg:
+        asyncio.run(asyncpg_paths(args.dsn, args.jobs, args.top))
+    else:
+        asyncio.run(main(args.dsn, args.jobs, args.top, args.driver))

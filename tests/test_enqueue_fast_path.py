@@ -4,22 +4,74 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import time
 import uuid
 from typing import Any
 
 import asyncpg
 import pytest
 
+import venturi
 from tests.tasks import Embed, Summarize, Urgent
-from venturi import InvalidJob, ManualClock, Queue
+from venturi import InvalidJob, ManualClock, Queue, _ids
+from venturi._codec import dumps
 from venturi._ids import uuid7, uuid7_many
+from venturi.newjob import JobBuilder
 from venturi.store.postgres import COPY_MIN_ROWS, PostgresStore
 
 
+class Bare(venturi.Task, kind="test.fast.bare"):
+    """No subject, dedup key or limit key: a batch of these is built column by column."""
+
+    data: Any = None
+
+    async def run(self, ctx: venturi.Context) -> None:
+        return None
+
+
+def test_a_batch_of_one_plain_class_is_built_as_the_general_loop_builds_it() -> None:
+    builder = JobBuilder(1024, lambda: dt.datetime.now(dt.UTC))
+    items = [Bare(data=n) for n in range(5)] + [Bare(), Bare(data={"x": None, "y": [1.5]})]
+    batch = builder.plain_batch(items, trace_context='{"t": 1}')
+    assert batch is not None
+    assert batch.payloads == [dumps(t) for t in items]
+    assert batch.kinds == ["test.fast.bare"] * 7 and batch.priorities == [1] * 7
+    assert batch.max_failures == [25] * 7 and batch.subjects is None and batch.periodic is None
+    assert batch.trace_context == '{"t": 1}' and batch.ids == sorted(batch.ids)
+
+
+@pytest.mark.parametrize(("bad", "says"), [
+    (float("nan"), "NaN or Infinity"), ({"a": [float("-inf")]}, "NaN or Infinity"),
+    ("a\x00b", "NUL"), (object(), "not JSON-serializable"), ("x" * 300, "over the 256-byte"),
+])
+def test_a_batch_of_one_plain_class_names_its_bad_item(bad: Any, says: str) -> None:
+    builder = JobBuilder(256, lambda: dt.datetime.now(dt.UTC))
+    with pytest.raises(InvalidJob) as info:
+        builder.plain_batch([Bare(data=1), Bare(data=None), Bare(data=bad), Bare(data=3)])
+    assert info.value.index == 2 and says in str(info.value)
+
+
+@pytest.mark.parametrize("counter", [0, 5, 0xFF0, 0xFFF])
+@pytest.mark.parametrize("n", [1, 2, 4_096, 9_000])
+def test_uuid7_many_counts_on_as_uuid7_would(
+        counter: int, n: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within one millisecond of the clock, n ids take the next n counter values and
+    pass into the next millisecond at 0xFFF, exactly as n calls of uuid7() do."""
+    ahead = time.time_ns() // 1_000_000 + 10**6  # the clock stays behind: no new ms
+    monkeypatch.setattr(_ids, "_last_ms", ahead)
+    monkeypatch.setattr(_ids, "_seq", counter)
+    made = [(u.int >> 80, u.int >> 64 & 0xFFF) for u in uuid7_many(n)]
+    state = (_ids._last_ms, _ids._seq)
+    monkeypatch.setattr(_ids, "_last_ms", ahead)
+    monkeypatch.setattr(_ids, "_seq", counter)
+    one_by_one = [(u.int >> 80, u.int >> 64 & 0xFFF) for u in (uuid7() for _ in range(n))]
+    assert made == one_by_one and state == (_ids._last_ms, _ids._seq)
+
+
 def test_uuid7_many_matches_uuid7() -> None:
-    ids = [uuid7(), *uuid7_many(5_000), uuid7(), *uuid7_many(1), uuid7()]
+    ids = [uuid7(), *uuid7_many(5_000), uuid7(), *uuid7_many(1_000), *uuid7_many(1), uuid7()]
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
-    for u in ids[:100] + ids[-3:]:
+    for u in ids:
         assert u.version == 7 and u.variant == uuid.RFC_4122
         assert uuid.UUID(int=u.int) == u and hash(uuid.UUID(str(u))) == hash(u)
     assert uuid7_many(0) == []

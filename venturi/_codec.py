@@ -17,7 +17,7 @@ import re
 import types
 import typing
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -45,6 +45,26 @@ def dumps(value: Any, what: str = "payload") -> str:
     if b"null" in raw and _has_nonfinite(value):
         raise InvalidJob(f"{what} contains NaN or Infinity, which JSON cannot store")
     return raw.decode()
+
+
+def dumps_many(values: Sequence[Any], what: str = "payload") -> list[str]:
+    """``[dumps(v) for v in values]``, the checks made once over all of the text
+    rather than per value (enqueue_many: they cost as much as the encoding). Raises
+    ``InvalidJob`` as ``dumps`` would for the first value it refuses. Each document is
+    decoded as soon as it is made: 50,000 of orjson's bytes kept alive at once made
+    the encoding ten times slower."""
+    try:
+        texts = [orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS).decode() for v in values]
+    except (orjson.JSONEncodeError, TypeError):
+        return [dumps(v, what) for v in values]  # raises, naming the problem
+    text = "".join(texts)  # an escape never spans two documents
+    if "\\u0000" in text and _NUL.search(text.encode()):
+        return [dumps(v, what) for v in values]
+    if "null" in text:
+        for v, t in zip(values, texts, strict=True):
+            if "null" in t and _has_nonfinite(v):
+                dumps(v, what)  # raises
+    return texts
 
 
 def json_has_nul(text: str) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import struct
 import threading
 import time
 import uuid
@@ -37,11 +38,16 @@ def _advance(ms: int) -> tuple[int, int]:
     return _last_ms, _seq
 
 
-def _reserve(n: int) -> list[tuple[int, int]]:
-    """``n`` strictly increasing (millisecond, counter) pairs."""
+def _reserve(n: int) -> tuple[int, int]:
+    """The first of ``n`` strictly increasing (millisecond, counter) pairs, as ``n``
+    calls of ``_advance`` would make them: the counter runs on from ``first``, into
+    the next millisecond each time it passes 0xFFF (see ``uuid7_many``)."""
+    global _last_ms, _seq
     with _lock:
-        ms = time.time_ns() // 1_000_000
-        return [_advance(ms) for _ in range(n)]
+        ms, first = _advance(time.time_ns() // 1_000_000)
+        last = first + n - 1
+        _last_ms, _seq = ms + (last >> 12), last & 0xFFF
+        return ms, first
 
 
 def uuid7() -> uuid.UUID:
@@ -58,15 +64,30 @@ def uuid7() -> uuid.UUID:
 
 def uuid7_many(n: int) -> list[uuid.UUID]:
     """``n`` ids as ``uuid7()`` would return them one after another, for one
-    lock and one read of the random source."""
+    lock and one read of the random source. An enqueue_many of 1,000 jobs spent
+    a tenth of its time here: each id is now a few integer operations and
+    ``_uuid``'s body inlined."""
     if n <= 0:
         return []
-    random = os.urandom(8 * n)
-    return [
-        _uuid((ms & 0xFFFF_FFFF_FFFF) << 80 | 0x7 << 76 | seq << 64 | 0b10 << 62
-              | int.from_bytes(random[8 * i:8 * i + 8], "big") & _RAND_B)
-        for i, (ms, seq) in enumerate(_reserve(n))
-    ]
+    ms, first = _reserve(n)
+    random = struct.unpack(f">{n}Q", os.urandom(8 * n))
+    new, set_, cls, unknown, mask = object.__new__, _set, uuid.UUID, _UNKNOWN, _RAND_B
+    out: list[uuid.UUID] = []
+    append = out.append
+    position, done = first, 0  # counter positions from ``ms``: 0x1000 per millisecond
+    while done < n:
+        seq = position & 0xFFF
+        take = min(n - done, 0x1000 - seq)  # the ids of this millisecond
+        high = ((ms + (position >> 12)) & 0xFFFF_FFFF_FFFF) << 80 | 0x7 << 76 | 0b10 << 62
+        for r in random[done:done + take]:
+            u = new(cls)
+            set_(u, "int", high | seq << 64 | r & mask)
+            set_(u, "is_safe", unknown)
+            append(u)
+            seq += 1
+        done += take
+        position += take
+    return out
 
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)

@@ -64,11 +64,13 @@ class JobBuilder:
                 raise InvalidJob("give after= once: on the Dependent or the call")
             after, after_failure, item = item.after, item.after_failure, item.task
         try:
-            parents = after_ids(after, after_failure)
+            parents = () if after is None and after_failure == "fail" else after_ids(
+                after, after_failure)
             task = item if isinstance(item, Task) else self.as_task(item)
             options = type(task).__task__
             payload = _codec.dumps(task)
-            _codec.check_size(payload, self.max_payload_bytes)
+            if len(payload) * 4 > self.max_payload_bytes:  # check_size's own test, inlined
+                _codec.check_size(payload, self.max_payload_bytes)
             if delay is not None or at is not None:
                 if delay is not None and at is not None:
                     raise InvalidJob("give delay= or at=, not both")
@@ -118,6 +120,9 @@ class JobBuilder:
         key: ``_new_job``'s work without a record per job, with the class's
         options read once per class. None: take the general path (``(kind,
         payload)`` items, dedup keys), which also names the index of a bad item."""
+        uniform = self._uniform_batch(tasks, trace_context)
+        if uniform is not None:
+            return uniform
         n = len(tasks)
         kinds: list[str] = []
         payloads: list[str] = []
@@ -168,6 +173,33 @@ class JobBuilder:
             max_failures.append(failures)
         return NewJobBatch(uuid7_many(n), kinds, payloads, priorities, max_failures,
                            subjects, periodic, trace_context)
+
+    def _uniform_batch(self, tasks: Sequence[JobLike],
+                       trace_context: str | None) -> NewJobBatch | None:
+        """``plain_batch`` of the usual batch, column by column: tasks of one class
+        with no subject, dedup key or limit key, not periodic. None for any other
+        batch, and for one with an item to refuse: ``plain_batch``'s loop then names
+        its index."""
+        if not tasks:
+            return None
+        cls = type(tasks[0])
+        if not (issubclass(cls, Task) and cls.subject is Task.subject
+                and cls.dedup_key is Task.dedup_key and cls.limit_key is Task.limit_key):
+            return None
+        options = cls.__task__
+        if options.periodic or set(map(type, tasks)) != {cls}:
+            return None
+        try:
+            payloads = _codec.dumps_many(tasks)
+        except InvalidJob:
+            return None
+        # check_size's own test: a character is at most 4 UTF-8 bytes.
+        if max(map(len, payloads)) * 4 > self.max_payload_bytes:
+            return None
+        n = len(tasks)
+        return NewJobBatch(uuid7_many(n), [options.kind] * n, payloads,
+                           [int(options.priority)] * n, [options.max_failures] * n,
+                           None, None, trace_context)
 
     @staticmethod
     def as_task(item: JobLike) -> Task:

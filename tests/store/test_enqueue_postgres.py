@@ -4,14 +4,16 @@ enqueue inside the caller's transaction (NOTIFY delivered at commit)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime as dt
 from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
 from tests.conftest import wait_for
-from tests.tasks import Embed, Refresh
-from venturi import Enqueued, Outcome, Queue
+from tests.tasks import Embed, Refresh, Summarize, Urgent
+from venturi import Enqueued, ManualClock, Outcome, Queue
 from venturi.store.postgres import PostgresStore
 
 # Advisory locks someone waits for that the given backend holds.
@@ -105,6 +107,70 @@ async def test_notify_arrives_only_after_the_callers_commit(
     finally:
         await conn.close()
     assert await pg_queue.job(job.id) is not None
+
+
+async def test_the_usual_job_and_one_with_every_column_insert_alike(
+    pg_store: PostgresStore, pg_store_dbclock: PostgresStore, clock: ManualClock,
+    pg_dsn: str, prefix: str, listener: asyncio.Queue[str]
+) -> None:
+    """A job visible at once with nothing but its task's columns takes the short insert
+    (``insert_now``), any other ``insert_one``: the same row and the same wake-up,
+    sent at the caller's commit, on the store's clock or the database's."""
+    columns = ("kind, payload::text, priority, max_failures, status, carry, dedup_key, subject,"
+               " periodic, trace_context, limit_key, run_count, failure_count,"
+               " visible_at = created_at")
+    for store in (pg_store, pg_store_dbclock):
+        queue = Queue(store)
+        conn = await asyncpg.connect(pg_dsn)
+        try:
+            async with conn.transaction():
+                usual = await queue.enqueue(Urgent(n=1), conn=conn)
+                assert await _sync(pg_dsn, prefix, listener) == []
+            alone = await queue.enqueue(Urgent(n=1))
+            # The same task with a carry goes through insert_one.
+            (general,) = await store.enqueue([dataclasses.replace(
+                queue._jobs.new_job(Urgent(n=1))[0], carry="null")])
+            later = await queue.enqueue(Urgent(n=2), delay=dt.timedelta(hours=1))
+            rows = [await conn.fetchrow(f"SELECT {columns}, created_at FROM {prefix}jobs"
+                                        " WHERE id = $1", id)
+                    for id in (usual.id, alone.id, general.id, later.id)]
+        finally:
+            await conn.close()
+        usual_row = ("test.urgent", '{"n": 1}', 0, 25, "pending", None, None, None, False,
+                     None, None, 0, 0, True)
+        assert tuple(rows[0])[:-1] == tuple(rows[1])[:-1] == usual_row
+        assert tuple(rows[2])[:-1] == (*usual_row[:5], "null", *usual_row[6:])
+        assert tuple(rows[3])[-2] is False
+        if store is pg_store:
+            assert rows[0]["created_at"] == clock.now()
+        wakeups = await _sync(pg_dsn, prefix, listener)
+        assert wakeups[:3] == ["test.urgent"] * 3, wakeups
+        assert wakeups[3].startswith("test.urgent|") and len(wakeups) == 4, wakeups
+
+
+async def test_a_plain_batch_wakes_each_of_its_kinds_once_at_commit(
+    pg_store: PostgresStore, clock: ManualClock, pg_dsn: str, prefix: str,
+    listener: asyncio.Queue[str]
+) -> None:
+    """``enqueue_batch`` (insert_batch) sends the kinds it was given, one wake-up each,
+    when the caller commits; its rows are visible at once, on the store's clock."""
+    queue = Queue(pg_store)
+    conn = await asyncpg.connect(pg_dsn)
+    try:
+        async with conn.transaction():
+            ids = await queue.enqueue_many(
+                [Urgent(n=1), Summarize(uri="s1"), Urgent(n=2), Summarize(uri="s2")], conn=conn)
+            assert await _sync(pg_dsn, prefix, listener) == []
+        rows = [await conn.fetchrow(
+            f"SELECT kind, subject, periodic, trace_context, created_at, visible_at"
+            f" FROM {prefix}jobs WHERE id = $1", id) for id in ids]
+    finally:
+        await conn.close()
+    assert sorted(await _sync(pg_dsn, prefix, listener)) == ["test.summarize", "test.urgent"]
+    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
+        ("test.urgent", None, False, None), ("test.summarize", "s1", False, None),
+        ("test.urgent", None, False, None), ("test.summarize", "s2", False, None)]
+    assert {(r[4], r[5]) for r in rows} == {(clock.now(), clock.now())}
 
 
 async def test_enqueue_uses_nothing_configured_on_the_callers_connection(

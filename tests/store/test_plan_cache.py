@@ -282,8 +282,9 @@ async def test_the_claims_own_connections_are_set(pg_store: PostgresStore) -> No
 
 async def test_statements_marked_prepared_read_no_table(pg_store: PostgresStore,
                                                         admin: asyncpg.Connection) -> None:
-    """What the psycopg driver keeps prepared (``-- prepared:`` in the SQL files) is
-    only what no table size can make a bad plan for: a generic plan with no scan."""
+    """What the drivers keep generic plans of (``-- prepared:`` in the SQL files) is
+    only what no table size can make a bad plan for: a generic plan that scans no table
+    (it may scan its own parameters, ``unnest``, and a CTE of the rows it inserts)."""
     marked = [q for q in pg_store._q.values() if q.prepared]
     assert marked, "no statement is marked prepared"
     async with admin.transaction():
@@ -295,7 +296,8 @@ async def test_statements_marked_prepared_read_no_table(pg_store: PostgresStore,
             (plan,) = json.loads(await admin.fetchval(
                 f"EXPLAIN (FORMAT JSON) EXECUTE marked({nulls})"))
             await admin.execute("DEALLOCATE marked")
-            assert _scans(plan) == [], (q.name, _scans(plan))
+            tables = [scan for scan in _scans(plan) if not scan.endswith(" on ?")]
+            assert tables == [], (q.name, _scans(plan))
 
 
 def test_what_the_dsn_says_wins() -> None:

@@ -15,7 +15,8 @@ Two comment lines say what a driver may keep of a statement's plan (docs/operati
 maintenance.md, "Plans that outlive the table they were made for"):
 
 - ``-- prepared: WHY`` marks a statement that reads no table, whose generic plan
-  therefore cannot go stale: the psycopg driver keeps only those prepared;
+  therefore cannot go stale: the psycopg driver keeps only those prepared, and the
+  asyncpg driver lets a run of them use a generic plan (asyncpg_plans.py);
 - ``-- plan: cached`` marks one the asyncpg driver runs on connections of its own that
   plan it once, with sequential scans and hash and merge joins priced out
   (asyncpg_driver.py says why): the claim, and the limited claim's fast path.

@@ -114,16 +114,18 @@ def _new_job_problem(job: NewJob) -> str | None:
     if isinstance(job.max_failures, bool) or not (
             isinstance(job.max_failures, int) and job.max_failures >= 1):
         return f"max_failures {job.max_failures!r} must be an int >= 1"
-    for name in ("payload", "carry"):
-        value = getattr(job, name)
-        if value is not None and json_has_nul(value):
-            return f"{name} contains a NUL character, which jsonb cannot store"
-    for name in ("kind", "subject", "dedup_key"):
-        value = getattr(job, name)
+    if job.payload is not None and json_has_nul(job.payload):
+        return "payload contains a NUL character, which jsonb cannot store"
+    if job.carry is not None and json_has_nul(job.carry):
+        return "carry contains a NUL character, which jsonb cannot store"
+    for name, value in (("kind", job.kind), ("subject", job.subject),
+                        ("dedup_key", job.dedup_key)):
         if value is None:
             continue
         if "\x00" in value:
             return f"{name} contains a NUL character"
+        if value.isascii():  # no lone surrogate to find: skip the encoding
+            continue
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:

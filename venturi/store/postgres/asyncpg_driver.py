@@ -23,6 +23,7 @@ from .._sql import Query
 from ..base import IdentityLock, Listener, Maintenance
 from .asyncpg_errors import DRIVER_ERRORS, TRANSIENT_ERRORS, translate, translated
 from .asyncpg_executor import AsyncpgExecutor
+from .asyncpg_plans import GENERIC_AFTER, PlanModes
 from .asyncpg_sessions import AsyncpgIdentityLock, AsyncpgListener, AsyncpgMaintenance
 from .driver import CACHED_PLAN_SETTINGS, SESSION_SETTINGS, Executor, Row
 from .sqlstates import line
@@ -100,13 +101,20 @@ class AsyncpgDriver:
     transaction; after any error (a broken connection, a cancellation
     mid-statement) it goes back through the pool's own release, which waits out a
     cancel and rolls back. Every other statement takes a kept connection before
-    asking the pool, so none waits for the timer.
+    asking the pool, so none waits for the timer. A run of inserts on a kept
+    connection also switches it to generic plans, and any other statement back
+    (asyncpg_plans.py).
     """
 
     def __init__(self, pool: asyncpg.Pool, *, prefix: str, dsn: str | None = None,
                  listen_dsn: str | None = None, owns_pool: bool = False,
-                 pooler: bool = False, cached: asyncpg.Pool | None = None) -> None:
+                 pooler: bool = False, cached: asyncpg.Pool | None = None,
+                 plans: PlanModes | None = None) -> None:
         self.pool = pool
+        # The pool's sessions switched to generic plans for the statements marked
+        # ``-- prepared:`` (asyncpg_plans.py); None: they plan as the session says.
+        # Only on a pool the driver owns, whose reset hook is ``plans.reset``.
+        self._plans = plans if owns_pool else None
         # The connections of the statements marked ``-- plan: cached`` (driver.py,
         # CACHED_PLAN_SETTINGS); None: they run on the pool like the others.
         self.cached = cached
@@ -134,12 +142,17 @@ class AsyncpgDriver:
                       connect_timeout: float) -> tuple[AsyncpgDriver, str | None]:
         """A driver on a new pool, and the schema its connections create tables in.
         ``pooler`` turns the statement cache off, for PgBouncer in transaction mode."""
+        settings = session_settings(dsn, pooler)
+        # Behind a pooler nothing is prepared (and no setting made): nothing to switch.
+        mode = (settings or {}).get("plan_cache_mode")
+        plans = PlanModes(mode) if mode is not None else None
         try:
             pool = await asyncpg.create_pool(
                 dsn, min_size=min_size, max_size=max_size, timeout=connect_timeout,
                 statement_cache_size=0 if pooler else 256,
-                max_inactive_connection_lifetime=60.0, reset=_keep_session,
-                init=session_setup(session_settings(dsn, pooler)),
+                max_inactive_connection_lifetime=60.0,
+                reset=_keep_session if plans is None else plans.reset,
+                init=session_setup(settings),
                 connect=cast(Any, _connect.connect),  # the stubs' protocol spells out every option
             )
         except (ValueError, TypeError, asyncpg.ClientConfigurationError) as exc:
@@ -165,7 +178,7 @@ class AsyncpgDriver:
                 connect=cast(Any, _connect.connect))
             await cached  # no connection yet: only checks the options
         return cls(pool, prefix=prefix, dsn=dsn, listen_dsn=listen_dsn, owns_pool=True,
-                   pooler=pooler, cached=cached), schema
+                   pooler=pooler, cached=cached, plans=plans), schema
 
     async def close(self) -> None:
         self._linger = False
@@ -201,6 +214,17 @@ class AsyncpgDriver:
             idle = self._idle
             c = idle.pop() if idle and _usable(idle[-1]) else await self._checkout()
             try:
+                plans = self._plans
+                if plans is not None:
+                    if query.prepared and keep:
+                        plans.streak += 1
+                        if plans.streak > GENERIC_AFTER and (
+                                c.get_server_pid() not in plans.generic):
+                            await plans.to_generic(c)
+                    else:
+                        plans.streak = 0
+                        if plans.generic:
+                            await plans.to_own(c)
                 result = await getattr(c, method)(query.sql, *args)
             except BaseException as exc:
                 await self._discard(c, isinstance(exc, asyncpg.InternalClientError))
@@ -268,6 +292,15 @@ class AsyncpgDriver:
             return
         with translated(self.prefix, self.dsn):
             c = await self._checkout()
+            plans = self._plans
+            if plans is not None:
+                plans.streak = 0
+                if plans.generic:
+                    try:
+                        await plans.to_own(c)
+                    except BaseException as exc:
+                        await self._discard(c, isinstance(exc, asyncpg.InternalClientError))
+                        raise
         executor = AsyncpgExecutor(c, self.prefix, self.dsn)
         try:
             yield executor

@@ -54,7 +54,10 @@ Row = Sequence[Any]
 # Planning every execution with its parameters costs a little on each statement and
 # keeps the claim, the settle, the renewal and the retention delete on their indexes
 # whatever the table's size (docs/operations/maintenance.md, "Plans that outlive the
-# table they were made for"). The psycopg driver gets the same by preparing nothing.
+# table they were made for"). The psycopg driver gets the same by preparing nothing. The
+# statements marked ``-- prepared:`` read no table and may keep a generic plan: the psycopg
+# driver prepares them, the asyncpg driver switches a kept connection for a run of them
+# (asyncpg_plans.py).
 SESSION_SETTINGS = {"plan_cache_mode": "force_custom_plan"}
 
 # The settings of the connections a driver keeps for the statements marked ``-- plan:

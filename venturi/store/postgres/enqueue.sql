@@ -15,6 +15,15 @@ VALUES ($2, $3, $4::text::jsonb, $5, {now}, coalesce($7::timestamptz, {now} + $6
 RETURNING
 -- include: job_notice
 
+-- name: insert_now
+-- insert_one for the usual job: visible at once, and no column but the task's own
+-- (no carry, dedup key, subject, limit key, trace context; not periodic). Nothing to
+-- compute, and its wake-up is its kind (benchmarks/results-enqueue.md).
+-- prepared: it reads no table
+INSERT INTO {prefix}jobs (id, kind, payload, priority, created_at, visible_at, max_failures)
+VALUES ($2, $3, $4::text::jsonb, $5, {now}, {now}, $6)
+RETURNING pg_notify('{prefix}jobs', kind)
+
 -- name: insert_many
 -- A whole family in one statement: unnest keeps it one plan for any batch size.
 -- An optional column may come as one NULL array (unnest pads it with NULLs).
@@ -35,6 +44,24 @@ WITH pending AS (
 ),
 -- include: wake_pending
 SELECT n FROM wake
+
+-- name: insert_batch
+-- enqueue_batch's plain jobs (visible at once, one trace context for all: NewJobBatch)
+-- and one wake-up per kind of the batch, the kinds given ($10): nothing to collect back
+-- from the insert and group, which cost a batch of 1,000 about as much as building it
+-- (benchmarks/results-enqueue.md). A WITH that modifies data runs to completion whether
+-- or not the query reads it.
+-- prepared: it reads no table
+WITH pending AS (
+    INSERT INTO {prefix}jobs (id, kind, payload, priority, created_at, visible_at,
+                              max_failures, subject, periodic, trace_context)
+    SELECT i.id, i.kind, i.payload::jsonb, i.priority, {now}, {now}, i.max_failures,
+           i.subject, coalesce(i.periodic, false), $9::text::jsonb
+    FROM unnest($2::uuid[], $3::text[], $4::text[], $5::int2[], $6::int4[], $7::text[],
+                $8::bool[])
+         AS i(id, kind, payload, priority, max_failures, subject, periodic)
+)
+SELECT pg_notify('{prefix}jobs', k) FROM unnest($10::text[]) AS k
 
 -- name: notify_kinds
 -- After a COPY (which has no RETURNING): one wake-up per kind, sent at commit.

@@ -63,6 +63,9 @@ class Producing(Operations):
             return []
         check_new_jobs(jobs)
         on = self._on(conn)
+        if len(jobs) == 1 and not jobs[0].after and jobs[0].dedup_key is None:
+            await self._insert(jobs, on)  # one plain job: what follows, decided at once
+            return [Enqueued(jobs[0].id, False)]
         if any(j.after for j in jobs):
             await self._insert_waiting(jobs, on)
             return [Enqueued(j.id, False) for j in jobs]
@@ -80,6 +83,12 @@ class Producing(Operations):
                 return
         if len(jobs) == 1:
             j = jobs[0]
+            if (j.delay == _ZERO and j.at is None and j.carry is None and j.dedup_key is None
+                    and j.subject is None and not j.periodic and j.trace_context is None
+                    and j.limit_key is None):
+                await self._execute("insert_now", j.id, j.kind, j.payload, j.priority,
+                                    j.max_failures, on=on, keep=True)
+                return
             await self._execute(
                 "insert_one", j.id, j.kind, j.payload, j.priority, j.delay, j.at,
                 j.max_failures, j.carry, j.dedup_key, j.subject, j.periodic, j.trace_context,
@@ -138,7 +147,8 @@ class Producing(Operations):
             await self._execute("notify_kinds", sorted(kinds), on=ex)
 
     async def enqueue_batch(self, batch: NewJobBatch, *, conn: Any = None) -> None:
-        # enqueue's plain insert, bound from the batch's columns as they are.
+        # enqueue's plain insert, bound from the batch's columns as they are; the kinds
+        # to wake are the batch's own (every row is visible at once).
         if not batch.ids:
             return
         check_new_job_batch(batch)
@@ -159,10 +169,9 @@ class Producing(Operations):
             await self._copy(on, columns, zip(*cols, strict=True), set(batch.kinds))
             return
         await self._execute(
-            "insert_many", batch.ids, batch.kinds, batch.payloads, batch.priorities,
-            None, None, batch.max_failures, None, None, batch.subjects, batch.periodic,
-            None if batch.trace_context is None else [batch.trace_context] * n, None,
-            on=on, keep=True,
+            "insert_batch", batch.ids, batch.kinds, batch.payloads, batch.priorities,
+            batch.max_failures, batch.subjects, batch.periodic, batch.trace_context,
+            sorted(set(batch.kinds)), on=on, keep=True,
         )
 
     def _copy_records(
