@@ -192,7 +192,7 @@ def statements() -> list[Statement]:
                         " code_rate_period) VALUES ('embed', 500, NULL, NULL),"
                         " ('summarize', NULL, 1000, interval '1 minute')"),
         Statement("claim_limited_fast", "the same claim while both kinds have room for the "
-                  "batch (its fast path), under lock_kinds",
+                  "batch (its fast path: one statement, its turn taken on the kinds' rows)",
                   (KINDS[:2], [LEASE] * 2, 100, 10, 5, "bench-worker/boot"),
                   ("jobs_claim", "jobs_claimed_kind"),
                   setup="INSERT INTO {prefix}kinds (kind, code_concurrency, code_rate_count,"
@@ -319,7 +319,7 @@ def markdown(env: dict[str, Any], shape: Shape, counts: dict[str, int],
         f"Produced by `{env['command']}` on {env['date']} (commit `{env['commit']}`; "
         f"PostgreSQL {env['postgresql']}, {env['nproc']} CPUs, {env['memory']}); do not edit by "
         "hand. Plans are the custom plans PostgreSQL makes for these parameter values, except "
-        "for statements marked `-- plan: cached` (the claim): theirs is the one generic plan "
+        "for statements marked `-- plan: cached` (the claim and the limited claim's fast path): theirs is the one generic plan "
         "their sessions keep, made with sequential scans and hash and merge joins priced out "
         "(docs/operations/maintenance.md). The "
         "database's own clock (`now()`) is used. Statements that write ran in a transaction "
