@@ -17,7 +17,7 @@ import psycopg_pool
 import pytest
 
 from tests.conftest import drop_prefix
-from tests.tasks import Embed, Refresh
+from tests.tasks import Embed, Refresh, Urgent
 from venturi import DatabaseError, SyncQueue
 from venturi.store.postgres import psycopg_driver
 
@@ -153,3 +153,47 @@ def test_a_callers_pool_lends_nothing_out(pg_dsn: str, prefix: str) -> None:
     finally:
         pool.close()
         asyncio.run(drop_prefix(pg_dsn, prefix))
+
+
+def test_a_batch_by_copy_commits_with_its_wake_up_or_not_at_all(
+        small: SyncQueue, pg_dsn: str, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From ``copy_min_rows`` rows SyncQueue's enqueue_many goes by COPY: the rows and one
+    wake-up per kind in one transaction, its own or the caller's (``conn=``)."""
+    from venturi.store.postgres.psycopg_executors import PsycopgExecutor
+
+    monkeypatch.setattr(driver(small), "copy_min_rows", 3)
+    copies = []
+    original = PsycopgExecutor.copy
+
+    async def copy(self: PsycopgExecutor, *args: Any) -> None:
+        copies.append(args[2])  # the columns
+        await original(self, *args)
+
+    monkeypatch.setattr(PsycopgExecutor, "copy", copy)
+    batch = [Embed(uri=f"file:///{n}") for n in range(3)] + [Urgent(n=1)]
+    with psycopg.connect(pg_dsn, autocommit=True) as listener:
+        listener.execute(f"LISTEN {prefix}jobs")
+
+        def wake_ups() -> list[str]:
+            listener.execute(f"SELECT pg_notify('{prefix}jobs', 'marker')")
+            seen = []
+            for n in listener.notifies(timeout=10):
+                if n.payload == "marker":
+                    return seen
+                seen.append(n.payload)
+            raise AssertionError("the marker never came")
+
+        small.enqueue_many(batch)
+        assert small.count() == 4
+        assert sorted(wake_ups()) == ["test.embed", "test.urgent"]
+        with psycopg.connect(pg_dsn) as caller:
+            small.enqueue_many(batch, conn=caller)
+            assert small.count(conn=caller) == 8
+            caller.rollback()
+            assert small.count() == 4 and wake_ups() == []
+            small.enqueue_many(batch, conn=caller)
+            caller.commit()
+            assert small.count() == 8
+            assert sorted(wake_ups()) == ["test.embed", "test.urgent"]
+    # Embed has a subject, Urgent none; no row is periodic: that column is left out.
+    assert copies == [["id", "kind", "payload", "priority", "max_failures", "subject"]] * 3

@@ -64,6 +64,11 @@ Kept = tuple[psycopg.Connection[Any], psycopg.RawCursor[Any]]
 class PsycopgDriver:
     """A psycopg connection pool; statements block the calling thread."""
 
+    # From this many rows enqueue_many goes by COPY rather than INSERT ... unnest
+    # (producing.COPY_MIN_ROWS): on psycopg, whose binary arrays cost more per row
+    # than asyncpg's, COPY is ahead from about 500 rows (benchmarks/results-producers.md).
+    copy_min_rows = 500
+
     def __init__(self, pool: psycopg_pool.ConnectionPool[Any], *, prefix: str,
                  dsn: str | None = None, owns_pool: bool = False) -> None:
         self.pool = pool
