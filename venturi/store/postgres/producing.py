@@ -78,12 +78,7 @@ class Producing(Operations):
         return rows
 
     async def _insert(self, jobs: Sequence[NewJob], on: Executor | None) -> None:
-        if len(jobs) >= self._copy_min_rows():
-            records = self._copy_records(jobs)
-            if records is not None:
-                await self._copy(on, records[0], records[1], {j.kind for j in jobs})
-                return
-        if len(jobs) == 1:
+        if len(jobs) == 1:  # first: the path of every single enqueue
             j = jobs[0]
             await self._execute(
                 "insert_one", j.id, j.kind, j.payload, j.priority, j.delay, j.at,
@@ -91,6 +86,11 @@ class Producing(Operations):
                 j.limit_key, on=on, keep=True,
             )
             return
+        if len(jobs) >= self._copy_min_rows():
+            records = self._copy_records(jobs)
+            if records is not None:
+                await self._copy(on, records[0], records[1], {j.kind for j in jobs})
+                return
         # A column at its default in every row is sent as one NULL array (unnest pads
         # it with NULLs, the SQL maps NULL to the default): encoding and decoding
         # 1,000 NULLs or zero intervals costs as much as the payloads.
