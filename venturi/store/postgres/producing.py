@@ -32,7 +32,8 @@ from .operations import Operations
 _ZERO = dt.timedelta(0)
 # From this many rows a batch goes in by COPY (plus one NOTIFY per kind, in the
 # same transaction), which beats one INSERT ... unnest from there on
-# (docs/benchmarks.md, enqueue_many).
+# (docs/benchmarks.md, enqueue_many). A driver may say otherwise (its
+# ``copy_min_rows``): where it falls depends on the driver's client cost per row.
 COPY_MIN_ROWS = 5_000
 _COPY_COLUMNS = ["id", "kind", "payload", "priority", "max_failures", "carry", "dedup_key",
                  "subject", "periodic", "trace_context", "limit_key"]
@@ -75,13 +76,12 @@ class Producing(Operations):
         async with self.driver.session(on, keep=True) as ex, ex.atomic("venturi_enqueue"):
             return await self._enqueue_dedup(ex, jobs, merge)
 
+    def _copy_min_rows(self) -> int:
+        rows: int = getattr(self.driver, "copy_min_rows", COPY_MIN_ROWS)
+        return rows
+
     async def _insert(self, jobs: Sequence[NewJob], on: Executor | None) -> None:
-        if len(jobs) >= COPY_MIN_ROWS:
-            records = self._copy_records(jobs)
-            if records is not None:
-                await self._copy(on, records[0], records[1], {j.kind for j in jobs})
-                return
-        if len(jobs) == 1:
+        if len(jobs) == 1:  # first: the path of every single enqueue
             j = jobs[0]
             if (j.delay == _ZERO and j.at is None and j.carry is None and j.dedup_key is None
                     and j.subject is None and not j.periodic and j.trace_context is None
@@ -95,6 +95,11 @@ class Producing(Operations):
                 j.limit_key, on=on, keep=True,
             )
             return
+        if len(jobs) >= self._copy_min_rows():
+            records = self._copy_records(jobs)
+            if records is not None:
+                await self._copy(on, records[0], records[1], {j.kind for j in jobs})
+                return
         # A column at its default in every row is sent as one NULL array (unnest pads
         # it with NULLs, the SQL maps NULL to the default): encoding and decoding
         # 1,000 NULLs or zero intervals costs as much as the payloads.
@@ -154,11 +159,18 @@ class Producing(Operations):
         check_new_job_batch(batch)
         on = self._on(conn)
         n = len(batch.ids)
-        if n >= COPY_MIN_ROWS:
-            columns = ["id", "kind", "payload", "priority", "max_failures", "subject", "periodic"]
+        if n >= self._copy_min_rows():
+            # A column at its default in every row (no subject, none periodic) is left
+            # to the table's default rather than encoded a thousand times.
+            columns = ["id", "kind", "payload", "priority", "max_failures"]
             cols: list[Any] = [batch.ids, batch.kinds, batch.payloads, batch.priorities,
-                               batch.max_failures, batch.subjects or repeat(None, n),
-                               batch.periodic or repeat(False, n)]
+                               batch.max_failures]
+            if batch.subjects is not None:
+                columns.append("subject")
+                cols.append(batch.subjects)
+            if batch.periodic is not None:
+                columns.append("periodic")
+                cols.append(batch.periodic)
             now = self.clock.now()
             if now is not None:
                 columns += ["created_at", "visible_at"]

@@ -46,6 +46,9 @@ from .driver import Row
 from .psycopg_errors import translate, translated
 from .sqlstates import ABORTED, CLOSED
 
+# How many rows a statement's call reads: none, the first, all of them.
+NONE, ONE, ALL = 0, 1, 2
+
 
 def _binary_lists(cur: psycopg.RawCursor[Any] | psycopg.AsyncRawCursor[Any],
                   args: Sequence[Any]) -> None:
@@ -65,10 +68,13 @@ def cursor(conn: psycopg.Connection[Any], args: Sequence[Any]) -> psycopg.RawCur
     return cur
 
 
-def async_cursor(conn: psycopg.AsyncConnection[Any],
-                 args: Sequence[Any]) -> psycopg.AsyncRawCursor[Any]:
-    cur = psycopg.AsyncRawCursor(conn)
-    _binary_lists(cur, args)
+def new_cursor(conn: psycopg.Connection[Any]) -> psycopg.RawCursor[Any]:
+    """A cursor for every statement the driver sends on ``conn``, one after the other
+    (PsycopgDriver keeps it with the connection): statements as written, arrays in
+    binary. Reused, it also keeps what psycopg looked up for each parameter type,
+    which a new cursor finds again at every statement."""
+    cur = psycopg.RawCursor(conn)
+    cur.adapters.register_dumper(list, ListBinaryDumper)
     return cur
 
 
@@ -157,34 +163,49 @@ class PsycopgExecutor:
 
 class AsyncPsycopgExecutor:
     """Statements on a caller's psycopg ``AsyncConnection``: PsycopgExecutor's
-    statements, each awaited."""
+    statements, each awaited.
 
-    __slots__ = ("_prefix", "conn")
+    Its statements share one cursor, which also keeps what psycopg looked up for
+    each parameter type (a new cursor looks it up again): an executor that serves
+    several calls (a SQLAlchemy session's, sqlalchemy_adoption) pays for it once.
+    A statement takes it while it runs, so two at once (two tasks on one
+    connection) each have their own."""
+
+    __slots__ = ("_cursor", "_prefix", "conn")
 
     def __init__(self, conn: psycopg.AsyncConnection[Any], prefix: str) -> None:
         self.conn = conn
         self._prefix = prefix
+        self._cursor: psycopg.AsyncRawCursor[Any] | None = None
 
-    async def _run(self, query: Query, args: Sequence[Any]) -> psycopg.AsyncRawCursor[Any]:
+    async def _run(self, query: Query, args: Sequence[Any], rows: int) -> Any:
+        cur, self._cursor = self._cursor, None
+        if cur is None:
+            cur = psycopg.AsyncRawCursor(self.conn)
+        _binary_lists(cur, args)
         try:
-            return await async_cursor(self.conn, args).execute(query.sql, args,
-                                                               prepare=query.prepared)
+            await cur.execute(query.sql, args, prepare=query.prepared)
+            result = (await cur.fetchall() if rows == ALL
+                      else await cur.fetchone() if rows == ONE else None)
         except psycopg.Error as exc:
             raise translate(exc, self._prefix) from None
+        self._cursor = cur
+        return result
 
     async def fetch(self, query: Query, args: Sequence[Any]) -> list[Row]:
-        return await (await self._run(query, args)).fetchall()
+        rows: list[Row] = await self._run(query, args, ALL)
+        return rows
 
     async def fetchrow(self, query: Query, args: Sequence[Any]) -> Row | None:
-        row: Row | None = await (await self._run(query, args)).fetchone()
+        row: Row | None = await self._run(query, args, ONE)
         return row
 
     async def fetchval(self, query: Query, args: Sequence[Any]) -> Any:
-        row = await (await self._run(query, args)).fetchone()
+        row = await self._run(query, args, ONE)
         return None if row is None else row[0]
 
     async def execute(self, query: Query, args: Sequence[Any]) -> None:
-        await self._run(query, args)
+        await self._run(query, args, NONE)
 
     async def _command(self, sql: str) -> None:
         with translated(self._prefix):

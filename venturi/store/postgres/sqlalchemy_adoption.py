@@ -74,12 +74,15 @@ def _failed(exc: sa_exc.SQLAlchemyError) -> DatabaseError:
     return DatabaseError(f"conn=: {type(exc).__name__}: {line(exc)}")
 
 
-# Where each asyncio session or connection was last found to run on: the transaction
-# and the SQLAlchemy connection. Reaching them through SQLAlchemy (``session.connection()``,
-# a greenlet hop) cost about as much client time as the insert itself, and within one
-# transaction they cannot change. Weak on both sides: a transaction holds its session,
-# and an entry must not keep either alive.
-_FOUND: weakref.WeakKeyDictionary[Any, tuple[weakref.ref[Any], weakref.ref[Connection]]] = \
+# Where each asyncio session or connection was last found to run on: the transaction,
+# the SQLAlchemy connection, and the executor made on its driver connection. Reaching
+# them through SQLAlchemy (``session.connection()``, a greenlet hop) cost about as much
+# client time as the insert itself, and within one transaction they cannot change; the
+# executor, reused, keeps its cursor (psycopg_executors). Weak on the session's side: a
+# transaction holds its session, and an entry must not keep either alive (the executor
+# holds only the driver connection).
+_FOUND: weakref.WeakKeyDictionary[
+    Any, tuple[weakref.ref[Any], weakref.ref[Connection], Executor]] = \
     weakref.WeakKeyDictionary()
 
 
@@ -89,9 +92,9 @@ def _sync_target(target: AsyncSession | AsyncConnection) -> Session | Connection
 
 def found_executor(target: AsyncSession | AsyncConnection, prefix: str,
                    dsn: str | None) -> Executor | None:
-    """The executor on the driver connection ``target`` was found on before, if it is
-    still in the same open transaction and needs nothing sent to join it; else None
-    (take SQLAlchemyAsyncExecutor's way down)."""
+    """The executor ``target`` was found to run on before, if its connection is still
+    in the same open transaction and needs nothing sent to join it; else None (take
+    SQLAlchemyAsyncExecutor's way down)."""
     sync = _sync_target(target)
     entry = None if sync is None else _FOUND.get(sync)
     if sync is None or entry is None:
@@ -102,25 +105,51 @@ def found_executor(target: AsyncSession | AsyncConnection, prefix: str,
             or sync.get_transaction() is not transaction
             or conn.closed or conn.invalidated or not conn.in_transaction()):
         return None
-    return _joined(conn.connection, prefix, dsn)
+    return _joined(conn.connection, prefix, dsn, entry[2])
 
 
-def _joined(pooled: Any, prefix: str, dsn: str | None) -> Executor | None:
-    """An executor on the pooled DBAPI connection's driver connection, or None when the
-    asyncpg connection has not begun the session's transaction yet (see above)."""
+def _joined(pooled: Any, prefix: str, dsn: str | None,
+            found: Executor | None = None) -> Executor | None:
+    """An executor on the pooled DBAPI connection's driver connection (``found`` when
+    it is on that one), or None when the asyncpg connection has not begun the
+    session's transaction yet (see above)."""
     driver = pooled.driver_connection
     if isinstance(driver, asyncpg.Connection):
         if not driver.is_in_transaction() and not pooled.dbapi_connection.autocommit:
             return None
+        if isinstance(found, AsyncpgExecutor) and found.conn is driver and not found.broken:
+            return found
         return AsyncpgExecutor(driver, prefix, dsn)
-    import psycopg  # not before: a session on asyncpg needs no psycopg installed
-
-    from .psycopg_executors import AsyncPsycopgExecutor, check_usable
-
-    if not isinstance(driver, psycopg.AsyncConnection):  # check_engine let only these by
+    psycopg_async = _psycopg_async()
+    if not isinstance(driver, psycopg_async.AsyncConnection):  # check_engine let only these by
         raise TypeError(f"conn=: unexpected driver connection {type(driver).__name__}")
-    check_usable(driver)
-    return AsyncPsycopgExecutor(driver, prefix)
+    psycopg_async.check_usable(driver)
+    if isinstance(found, psycopg_async.AsyncPsycopgExecutor) and found.conn is driver:
+        return found
+    return psycopg_async.AsyncPsycopgExecutor(driver, prefix)
+
+
+class _PsycopgAsync:
+    """What _joined uses of psycopg, imported on first use: a session on asyncpg
+    needs no psycopg installed."""
+
+    def __init__(self) -> None:
+        import psycopg
+
+        from .psycopg_executors import AsyncPsycopgExecutor, check_usable
+
+        self.AsyncConnection = psycopg.AsyncConnection
+        self.AsyncPsycopgExecutor = AsyncPsycopgExecutor
+        self.check_usable = check_usable
+
+
+_PSYCOPG_ASYNC: list[_PsycopgAsync] = []
+
+
+def _psycopg_async() -> _PsycopgAsync:
+    if not _PSYCOPG_ASYNC:
+        _PSYCOPG_ASYNC.append(_PsycopgAsync())
+    return _PSYCOPG_ASYNC[0]
 
 
 async def _driver_executor(target: AsyncSession | AsyncConnection, prefix: str,
@@ -151,7 +180,7 @@ async def _driver_executor(target: AsyncSession | AsyncConnection, prefix: str,
         executor = _joined(pooled, prefix, dsn)
         assert executor is not None
     if sync is not None and transaction is not None:
-        _FOUND[sync] = (weakref.ref(transaction), weakref.ref(sync_conn))
+        _FOUND[sync] = (weakref.ref(transaction), weakref.ref(sync_conn), executor)
     return executor
 
 
