@@ -319,9 +319,9 @@ def markdown(env: dict[str, Any], shape: Shape, counts: dict[str, int],
         f"Produced by `{env['command']}` on {env['date']} (commit `{env['commit']}`; "
         f"PostgreSQL {env['postgresql']}, {env['nproc']} CPUs, {env['memory']}); do not edit by "
         "hand. Plans are the custom plans PostgreSQL makes for these parameter values, except "
-        "for statements marked `-- plan: cached` (the claim and the limited claim's fast path): theirs is the one generic plan "
-        "their sessions keep, made with sequential scans and hash and merge joins priced out "
-        "(docs/operations/maintenance.md). The "
+        "for statements marked `-- plan: cached` (the claim and the limited claim's fast "
+        "path): theirs is the one generic plan their sessions keep, made with sequential "
+        "scans and hash and merge joins priced out (docs/operations/maintenance.md). The "
         "database's own clock (`now()`) is used. Statements that write ran in a transaction "
         "that was rolled back.",
         "",
