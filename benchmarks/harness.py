@@ -184,11 +184,32 @@ def drop_statements(prefix: str, *extra_tables: str) -> list[str]:
                 "tally_jobs", "follow_dependencies", "dependencies_follow_jobs"))]
 
 
+DROP_LOCK_TIMEOUT = "20s"
+
+# The sessions holding a lock on one of the prefix's tables: what a DROP that timed out
+# waiting for its lock names (a session left in a transaction is a bug worth seeing).
+_LOCK_HOLDERS = """
+SELECT DISTINCT a.pid, a.state, a.application_name, l.relation::regclass::text AS rel,
+       l.mode, round(extract(epoch FROM now() - a.xact_start)::numeric, 1) AS xact_s,
+       left(a.query, 200) AS query
+FROM pg_locks AS l JOIN pg_stat_activity AS a ON a.pid = l.pid
+WHERE l.granted AND l.pid <> pg_backend_pid() AND l.relation IS NOT NULL
+  AND l.relation::regclass::text LIKE $1 || '%'
+"""
+
+
 async def drop_prefix(dsn: str, prefix: str) -> None:
     conn = await asyncpg.connect(dsn)
     try:
+        await conn.execute(f"SET lock_timeout = '{DROP_LOCK_TIMEOUT}'")
         for statement in drop_statements(prefix):
-            await conn.execute(statement)
+            try:
+                await conn.execute(statement)
+            except asyncpg.LockNotAvailableError:
+                holders = await conn.fetch(_LOCK_HOLDERS, prefix)
+                raise AssertionError(
+                    f"{statement!r} waited {DROP_LOCK_TIMEOUT} for its lock; held by "
+                    + "; ".join(str(dict(h)) for h in holders)) from None
     finally:
         await conn.close()
 
