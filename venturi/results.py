@@ -11,7 +11,10 @@ Reading after LISTEN is active is what makes a job that finished before the call
 or between the call and the notification, come out right.
 
 One :class:`Waiters` per Queue shares one LISTEN session among all of its pending
-``result()`` calls; the session is opened by the first and closed by the last.
+``result()`` calls; the session is opened by the first and closed ``LINGER`` seconds
+after the last has left, unless another call came meanwhile: a caller awaiting jobs
+one after another (a script, a request handler per job) pays for opening a session
+once, not once per call.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ log = get_logger("venturi.results")
 
 _RETRY_FIRST = 0.05
 _RETRY_MAX = 5.0
+# Seconds the LISTEN session stays open with nobody waiting: opening one (a connection
+# and its LISTEN) costs a few milliseconds, more than the wait it serves.
+LINGER = 2.0
 
 
 def outcome(id: UUID, job: JobRecord | None, journal: list[JournalRecord]) -> Any:
@@ -55,17 +61,22 @@ def finished(job: JobRecord | None) -> bool:
 class Waiters:
     """The pending ``result()`` calls of one store, and the LISTEN session they share.
 
-    ``relistened`` counts the sessions opened after a lost one (a test signal)."""
+    ``relistened`` counts the sessions opened after a lost one, ``opened`` every
+    session opened (test signals)."""
 
     def __init__(self, store: Store, *,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 linger: float = LINGER) -> None:
         self._store = store
         self._sleep = sleep
+        self._linger = linger
+        self._idle: asyncio.TimerHandle | None = None  # the close after the last waiter
         self._events: dict[UUID, set[asyncio.Event]] = {}
         self._live = asyncio.Event()  # set while LISTEN is active
         self._task: asyncio.Task[None] | None = None
         self._error: BaseException | None = None
         self.relistened = 0
+        self.opened = 0
 
     async def wait(self, id: UUID) -> JobRecord | None:
         """The job's row once it is finished (None: it no longer exists). The caller
@@ -94,20 +105,47 @@ class Waiters:
                 if not waiting:
                     del self._events[id]
             if not self._events:
-                await self.close()
+                self._close_later()
+
+    def _close_later(self) -> None:
+        """Close the session once it has had nobody to serve for ``linger`` seconds."""
+        if self._task is None or self._task.done() or self._error is not None:
+            # Nothing to keep, or a session that failed: the next call starts afresh.
+            self._stop_listening()
+            return
+        if self._idle is None:
+            self._idle = asyncio.get_running_loop().call_later(self._linger, self._idle_out)
+
+    def _idle_out(self) -> None:
+        self._idle = None
+        if not self._events:
+            self._stop_listening()
+
+    def _stop_listening(self) -> None:
+        """Cancel the session's task without waiting for it (``close`` waits)."""
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        task, self._task = self._task, None
+        self._live.clear()
+        if task is not None and not task.done():
+            task.cancel()
 
     def _start(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
         if self._task is None or self._task.done():
             self._error = None
             self._task = asyncio.get_running_loop().create_task(
                 self._listen(), name="venturi-results-listener")
 
     async def close(self) -> None:
-        """Stop listening (the next ``wait`` starts again)."""
-        task, self._task = self._task, None
-        self._live.clear()
-        if task is not None and not task.done():
-            task.cancel()
+        """Stop listening now, and wait until the session is closed (the next ``wait``
+        starts again)."""
+        task = self._task
+        self._stop_listening()
+        if task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
@@ -126,6 +164,7 @@ class Waiters:
                         self.relistened += 1
                         log.info("results_relistened")
                     sessions += 1
+                    self.opened += 1
                     delay = _RETRY_FIRST
                     self._live.set()
                     # Whatever finished while nobody listened was announced to no one.

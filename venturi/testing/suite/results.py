@@ -4,6 +4,8 @@ awaited with ``Queue.result`` (docs/concepts/results.md)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from functools import partial
 from uuid import UUID
 
 import pytest
@@ -11,6 +13,7 @@ import pytest
 from venturi import JobCancelled, JobFailed, ManualClock, Queue, Status
 from venturi._ids import uuid7
 from venturi.notices import parse_finished
+from venturi.results import Waiters
 from venturi.store.base import Action, Listener, Store
 from venturi.testing.builders import add, claim_one, job, new_job, settlement
 
@@ -138,15 +141,45 @@ async def test_result_of_a_cancelled_or_unknown_job_raises_job_cancelled(
         await queue.result(uuid7(), timeout=_WAIT)
 
 
+async def _until(condition: Callable[[], bool], what: str) -> None:
+    """Wait for ``condition`` (checked every few ms), failing after ``_WAIT`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _WAIT
+    while not condition():
+        assert loop.time() < deadline, f"still waiting for {what}"
+        await asyncio.sleep(0.005)
+
+
 async def test_result_times_out_and_leaves_no_listener_behind(
         store: Store, queue: Queue) -> None:
+    waiters = queue._waiters = Waiters(store, linger=0.05)
     (a,) = await add(store, new_job())
     with pytest.raises(TimeoutError):
         await queue.result(a.id, timeout=0.2)
     with pytest.raises(ValueError, match="timeout"):
         await queue.result(a.id, timeout=-1)
-    waiters = queue._waiters
-    assert waiters is not None and waiters._task is None
+    await _until(lambda: waiters._task is None, "the idle listener closed after its linger")
+
+
+async def test_results_awaited_one_after_another_share_one_session(
+        store: Store, queue: Queue) -> None:
+    """The session outlives its last waiter by the linger, so a caller awaiting jobs
+    one at a time opens it once; ``Queue.close`` ends it at once."""
+    waiters = queue._waiters = Waiters(store, linger=60.0)
+    for index in range(3):
+        (a,) = await add(store, new_job())
+        claimed = await claim_one(store)
+        waiting = asyncio.create_task(queue.result(a.id, timeout=_WAIT))
+        await _until(partial(dict.__contains__, waiters._events, a.id),
+                     "the call waits for its job")
+        await store.settle("w/1", settlement(claimed, Action.COMPLETE, result=str(index)))
+        assert await waiting == index
+        assert waiters._task is not None and not waiters._task.done()
+    assert waiters.opened == 1
+    task = waiters._task
+    assert task is not None
+    await queue.close()
+    assert waiters._task is None and task.done()
 
 
 async def test_many_waiters_share_one_listener(store: Store, queue: Queue) -> None:
