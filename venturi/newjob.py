@@ -14,7 +14,7 @@ from uuid import UUID
 from . import _codec
 from ._ids import uuid7, uuid7_many
 from .errors import InvalidJob, InvalidJobId, PayloadDecodeError, UnknownKind
-from .store.base import JobRecord, MergeUpdate, NewJob, NewJobBatch
+from .store.base import JobRecord, MergeUpdate, NewJob, NewJobBatch, PlainJob
 from .task import Keep, Priority, Replace, Task, With, lookup
 
 MAX_DELAY = dt.timedelta(days=3650)
@@ -43,6 +43,28 @@ class JobBuilder:
     def __init__(self, max_payload_bytes: int, now: Callable[[], dt.datetime]) -> None:
         self.max_payload_bytes = max_payload_bytes
         self.now = now
+        # plain_job's answer per class: its (kind, priority, max_failures), or None
+        # for a class whose jobs are not plain.
+        self._plain: dict[type, tuple[str, int, int] | None] = {}
+
+    def plain_job(self, task: Any) -> PlainJob | None:
+        """``task`` as a ``PlainJob`` (``Store.enqueue_plain``) when its class makes
+        nothing but plain jobs: no subject, dedup key or limit key, not periodic.
+        Called with no option given (delay, at, priority, after) and no tracer: the
+        row is then ``new_job(task)``'s, built with the fewest steps (a single enqueue
+        runs it once per call). None: take ``new_job``. A payload that cannot be
+        stored raises ``new_job``'s ``InvalidJob``, word for word."""
+        cls = type(task)
+        try:
+            shape = self._plain[cls]
+        except KeyError:
+            shape = self._plain[cls] = _plain_shape(cls)
+        if shape is None:
+            return None
+        payload = _codec.dumps(task)
+        if len(payload) * 4 > self.max_payload_bytes:  # check_size's own test, inlined
+            _codec.check_size(payload, self.max_payload_bytes)
+        return PlainJob(uuid7(), shape[0], payload, shape[1], shape[2])
 
     def new_job(
         self,
@@ -238,6 +260,17 @@ class JobBuilder:
                                    set_carry=True, carry=carry)
             raise InvalidJob(f"merge() returned {decision!r}, not Keep/Replace/With")
         return merge
+
+
+def _plain_shape(cls: type) -> tuple[str, int, int] | None:
+    """(kind, priority, max_failures) of a Task class whose every job is plain, else None."""
+    if not (issubclass(cls, Task) and cls.subject is Task.subject
+            and cls.dedup_key is Task.dedup_key and cls.limit_key is Task.limit_key):
+        return None
+    options = cls.__task__
+    if options.periodic:
+        return None
+    return options.kind, int(options.priority), options.max_failures
 
 
 def after_ids(after: Sequence[UUID | str] | None, after_failure: str) -> tuple[UUID, ...]:

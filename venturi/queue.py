@@ -172,6 +172,15 @@ class Queue:
         ``after_failure="run"`` (docs/concepts/workflows.md)."""
         tracer = tracing.tracer()
         if tracer is None:
+            if (delay is None and at is None and priority is None and after is None
+                    and after_failure == "fail"):
+                # The usual call: a plain task and no option, one insert with no
+                # decision left to make (docs/integrations/producers.md, "One job at
+                # a time"). Any other takes the general path below.
+                plain = self._jobs.plain_job(task)
+                if plain is not None:
+                    await self.store.enqueue_plain(plain, conn=conn)
+                    return Enqueued(plain.id, False)
             return await self._enqueue(task, delay, at, priority, conn, None, after,
                                        after_failure)
         with tracing.send(tracer, tracing.task_kinds([task])) as send:

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
-from .checks import check_new_job_batch, check_new_jobs
+from .checks import check_new_job_batch, check_new_jobs, check_plain_job
 from .clocks import UTC, Clock, DatabaseClock, ManualClock
 from .flow import KindChange, KindState, LimitedClaim, Limits, Rate
 from .records import (
@@ -42,6 +42,7 @@ from .records import (
     NewJob,
     NewJobBatch,
     Outcome,
+    PlainJob,
     Recovered,
     Settled,
     Settlement,
@@ -83,6 +84,7 @@ __all__ = [
     "NewJob",
     "NewJobBatch",
     "Outcome",
+    "PlainJob",
     "Rate",
     "Recovered",
     "Settled",
@@ -94,6 +96,7 @@ __all__ = [
     "WorkflowRecord",
     "check_new_job_batch",
     "check_new_jobs",
+    "check_plain_job",
 ]
 
 
@@ -122,6 +125,13 @@ class Store(abc.ABC):
         would (same checks, same errors, same wake-ups); stores override it to skip
         the per-job records."""
         await self.enqueue(batch.jobs(), conn=conn)
+
+    async def enqueue_plain(self, job: PlainJob, *, conn: Any = None) -> None:
+        """Insert one plain job (``PlainJob``), as ``enqueue([job.job()])`` would (same
+        checks, same errors, same wake-up): ``Queue.enqueue``'s path for the usual task.
+        Stores override it to skip the general path's decisions
+        (docs/integrations/producers.md, "One job at a time")."""
+        await self.enqueue([job.job()], conn=conn)
 
     @abc.abstractmethod
     async def enqueue_workflow(self, workflow: WorkflowRecord, jobs: Sequence[NewJob], *,

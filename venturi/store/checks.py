@@ -11,7 +11,7 @@ from typing import Any
 
 from .._codec import json_has_nul
 from ..errors import InvalidJob
-from .records import NewJob, NewJobBatch
+from .records import NewJob, NewJobBatch, PlainJob
 
 
 def check_new_job_batch(batch: NewJobBatch) -> None:
@@ -108,26 +108,45 @@ def find_cycle(after: Mapping[Hashable, Sequence[Hashable]]) -> list[Hashable] |
     return None
 
 
-def _new_job_problem(job: NewJob) -> str | None:
-    if isinstance(job.priority, bool) or job.priority not in (0, 1, 2):
-        return f"priority {job.priority!r} is out of range: use 0 (high), 1 (normal) or 2 (low)"
-    if isinstance(job.max_failures, bool) or not (
-            isinstance(job.max_failures, int) and job.max_failures >= 1):
-        return f"max_failures {job.max_failures!r} must be an int >= 1"
-    if job.payload is not None and json_has_nul(job.payload):
+def check_plain_job(job: PlainJob) -> None:
+    """``check_new_jobs([job.job()])`` for ``Store.enqueue_plain``: the same rules, the
+    same errors, without building the record."""
+    problem = _columns_problem(job.priority, job.max_failures, job.payload, job.kind)
+    if problem is not None:
+        raise InvalidJob(problem)
+
+
+def _columns_problem(priority: Any, max_failures: Any, payload: str | None, kind: str,
+                     carry: str | None = None) -> str | None:
+    """What is wrong with the columns every job has (a plain job has no other), and
+    its carry."""
+    if isinstance(priority, bool) or priority not in (0, 1, 2):
+        return f"priority {priority!r} is out of range: use 0 (high), 1 (normal) or 2 (low)"
+    if isinstance(max_failures, bool) or not (
+            isinstance(max_failures, int) and max_failures >= 1):
+        return f"max_failures {max_failures!r} must be an int >= 1"
+    if payload is not None and json_has_nul(payload):
         return "payload contains a NUL character, which jsonb cannot store"
-    if job.carry is not None and json_has_nul(job.carry):
+    if carry is not None and json_has_nul(carry):
         return "carry contains a NUL character, which jsonb cannot store"
-    for name, value in (("kind", job.kind), ("subject", job.subject),
-                        ("dedup_key", job.dedup_key)):
-        if value is None:
-            continue
-        if "\x00" in value:
-            return f"{name} contains a NUL character"
-        if value.isascii():  # no lone surrogate to find: skip the encoding
-            continue
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return f"{name} is not valid UTF-8 (lone surrogate)"
+    return _text_column_problem("kind", kind)
+
+
+def _text_column_problem(name: str, value: str | None) -> str | None:
+    if value is None:
+        return None
+    if "\x00" in value:
+        return f"{name} contains a NUL character"
+    if value.isascii():  # no lone surrogate to find: skip the encoding
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"{name} is not valid UTF-8 (lone surrogate)"
     return None
+
+
+def _new_job_problem(job: NewJob) -> str | None:
+    return (_columns_problem(job.priority, job.max_failures, job.payload, job.kind, job.carry)
+            or _text_column_problem("subject", job.subject)
+            or _text_column_problem("dedup_key", job.dedup_key))

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 
@@ -178,6 +178,26 @@ class NewJobBatch:
                 self.ids, self.kinds, self.payloads, self.priorities, self.max_failures,
                 subjects, periodic, strict=True)
         ]
+
+
+class PlainJob(NamedTuple):
+    """The usual job, as ``Store.enqueue_plain`` takes it: visible at once, with no
+    column but its task's own (no delay, carry, dedup key, subject, limit key, trace
+    context or dependency; not periodic). Row for row what ``job()`` gives
+    ``Store.enqueue``; a tuple rather than a frozen record, which costs a single
+    enqueue a noticeable part of its client time to build. Its fields are the
+    single-row insert's parameters, in order (docs/integrations/producers.md, "One
+    job at a time")."""
+
+    id: UUID
+    kind: str
+    payload: str  # JSON text
+    priority: int
+    max_failures: int
+
+    def job(self) -> NewJob:
+        return NewJob(id=self.id, kind=self.kind, payload=self.payload, priority=self.priority,
+                      max_failures=self.max_failures)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,9 +21,11 @@ from ..base import (
     MergeUpdate,
     NewJob,
     NewJobBatch,
+    PlainJob,
     WorkflowRecord,
     check_new_job_batch,
     check_new_jobs,
+    check_plain_job,
 )
 from . import rows
 from .driver import Executor
@@ -75,6 +77,14 @@ class Producing(Operations):
             return [Enqueued(j.id, False) for j in jobs]
         async with self.driver.session(on, keep=True) as ex, ex.atomic("venturi_enqueue"):
             return await self._enqueue_dedup(ex, jobs, merge)
+
+    async def enqueue_plain(self, job: PlainJob, *, conn: Any = None) -> None:
+        # _insert's first case, reached without a record, a list or a decision: the
+        # job's fields are insert_now's parameters after the clock.
+        check_plain_job(job)
+        q, params = self._bind("insert_now", job)
+        await self.driver.execute(q, params, on=None if conn is None else self.driver.adopt(conn),
+                                  keep=True)
 
     def _copy_min_rows(self) -> int:
         rows: int = getattr(self.driver, "copy_min_rows", COPY_MIN_ROWS)
