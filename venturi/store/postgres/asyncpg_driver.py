@@ -218,9 +218,10 @@ class AsyncpgDriver:
                 if plans is not None:
                     if query.prepared and keep:
                         plans.streak += 1
-                        if plans.streak > GENERIC_AFTER and (
-                                c.get_server_pid() not in plans.generic):
-                            await plans.to_generic(c)
+                        if plans.streak > GENERIC_AFTER and c is not plans.known:
+                            if c.get_server_pid() not in plans.generic:
+                                await plans.to_generic(c)
+                            plans.known = c
                     else:
                         plans.streak = 0
                         if plans.generic:
@@ -229,7 +230,12 @@ class AsyncpgDriver:
             except BaseException as exc:
                 await self._discard(c, isinstance(exc, asyncpg.InternalClientError))
                 raise
-            if not (keep and self._keep(c)):
+            # _keep without its checks: one statement with parameters that succeeded
+            # ended its implicit transaction with it (the protocol's Sync), and a
+            # connection closed since is caught by _usable when it is taken.
+            if keep and self._linger:
+                self._keep_idle(c)
+            else:
                 await self.pool.release(c)
             return result
         except DRIVER_ERRORS as exc:
@@ -331,6 +337,10 @@ class AsyncpgDriver:
         """Keep ``c`` (whose statement succeeded) for the next statement; False: release it."""
         if not self._linger or c.is_closed() or c.is_in_transaction():
             return False
+        self._keep_idle(c)
+        return True
+
+    def _keep_idle(self, c: Any) -> None:
         self._idle.append(c)
         self._kept += 1
         if self._timer is None:
@@ -338,7 +348,6 @@ class AsyncpgDriver:
             # the event loop no extra turn until it fires.
             self._timer = asyncio.get_running_loop().call_later(
                 LINGER, self._on_linger, self._kept)
-        return True
 
     def _on_linger(self, kept: int) -> None:
         self._timer = None
@@ -349,6 +358,7 @@ class AsyncpgDriver:
                 LINGER, self._on_linger, self._kept)
             return
         idle, self._idle = self._idle, []
+        self._run_ended()
         task = asyncio.get_running_loop().create_task(self._release(idle))
         self._releasing.add(task)
         task.add_done_callback(self._releasing.discard)
@@ -363,11 +373,22 @@ class AsyncpgDriver:
             self._timer.cancel()
             self._timer = None
         idle, self._idle = self._idle, []
+        self._run_ended()
         await self._release(idle)
         if self._releasing:
             await asyncio.gather(*self._releasing, return_exceptions=True)
 
+    def _run_ended(self) -> None:
+        """The kept connections went back to the pool: a run of inserts ends there, so
+        the next insert, on whatever connection the pool lends, starts a new one
+        (asyncpg_plans.py). Counted on, a lone insert every so often would switch a
+        fresh connection to generic plans and back, two round trips for one insert."""
+        if self._plans is not None:
+            self._plans.streak = 0
+
     async def _discard(self, c: Any, broken: bool, pool: asyncpg.Pool | None = None) -> None:
+        if pool is None:
+            self._run_ended()
         if broken:
             c.terminate()  # back in the pool it fails every later use
         await (pool or self.pool).release(c)

@@ -37,13 +37,18 @@ class PlanModes:
     """Which of one pool's connections are switched to generic plans, and the switches.
     ``restore`` is the ``SET`` that puts a session back to the pool's own setting."""
 
-    __slots__ = ("generic", "restore", "streak")
+    __slots__ = ("generic", "known", "restore", "streak")
 
     def __init__(self, mode: str) -> None:
         self.restore = f"SET plan_cache_mode = {mode}"
         self.generic: set[int] = set()  # server pids of the switched sessions
-        # ``-- prepared:`` statements run in a row on kept connections (AsyncpgDriver._run).
+        # ``-- prepared:`` statements run in a row on kept connections (AsyncpgDriver._run);
+        # back to 0 when the kept connections go back to the pool.
         self.streak = 0
+        # The pool's proxy of the connection last found switched, for as long as it is
+        # lent out (a new lending is a new proxy): a run of inserts on it asks for its
+        # pid once, not on every insert.
+        self.known: Any = None
 
     async def to_generic(self, conn: Any) -> None:
         self.generic.add(conn.get_server_pid())
@@ -51,6 +56,8 @@ class PlanModes:
 
     async def to_own(self, conn: Any) -> None:
         """Back to the pool's setting, if ``conn`` was switched."""
+        if conn is self.known:
+            self.known = None
         pid = conn.get_server_pid()
         if pid in self.generic:
             await conn.execute(self.restore)
