@@ -22,6 +22,7 @@ from typing import Any
 import asyncpg
 
 from ...errors import DatabaseError
+from .asyncpg_executor import AsyncpgExecutor
 from .driver import Executor
 from .sqlstates import CLOSED
 
@@ -50,32 +51,57 @@ def _is_async(conn: Any) -> bool:
                     and isinstance(conn, sa_async.AsyncConnection | sa_async.AsyncSession)))
 
 
+def _psycopg_executors() -> Any:
+    """venturi's psycopg executors, imported on first use (psycopg is optional)."""
+    from . import psycopg_executors
+
+    return psycopg_executors
+
+
 def refuse(conn: Any, accepted: str, hint: str = "") -> TypeError:
     return TypeError(f"conn= takes {accepted}, not {type(conn).__module__}.{type(conn).__name__}"
                      + hint)
 
 
-def adopt_async(conn: Any, prefix: str, dsn: str | None) -> Executor:
-    """An executor on a caller's connection for ``Queue`` (asyncio)."""
-    if isinstance(conn, asyncpg.Connection):
-        if conn.is_closed():
-            raise DatabaseError(CLOSED)
-        from .asyncpg_executor import AsyncpgExecutor
+# What each type of caller connection is, once found: asyncpg's isinstance runs a
+# Python ``__instancecheck__``, and ``conn=`` is looked at on every call. Only the
+# types accepted are remembered (a type's answer cannot change).
+_ASYNCPG, _PSYCOPG, _SQLALCHEMY = "asyncpg", "psycopg", "sqlalchemy"
+_ASYNC_TYPES: dict[type, str] = {}
 
-        return AsyncpgExecutor(conn, prefix, dsn)
+
+def _async_kind(conn: Any) -> str | None:
+    if isinstance(conn, asyncpg.Connection):
+        return _ASYNCPG
     psycopg = _module("psycopg")
     if psycopg is not None and isinstance(conn, psycopg.AsyncConnection):
-        from .psycopg_executors import AsyncPsycopgExecutor, check_usable
-
-        check_usable(conn)
-        return AsyncPsycopgExecutor(conn, prefix)
+        return _PSYCOPG
     sa_async = _module("sqlalchemy.ext.asyncio")
     if sa_async is not None and isinstance(conn, sa_async.AsyncConnection | sa_async.AsyncSession):
-        from .sqlalchemy_adoption import SQLAlchemyAsyncExecutor, found_executor
+        return _SQLALCHEMY
+    return None
 
-        return found_executor(conn, prefix, dsn) or SQLAlchemyAsyncExecutor(conn, prefix, dsn)
-    hint = ": a synchronous connection goes to venturi.SyncQueue" if _is_blocking(conn) else ""
-    raise refuse(conn, ASYNC_ACCEPTED, hint)
+
+def adopt_async(conn: Any, prefix: str, dsn: str | None) -> Executor:
+    """An executor on a caller's connection for ``Queue`` (asyncio)."""
+    kind = _ASYNC_TYPES.get(type(conn))
+    if kind is None:
+        kind = _async_kind(conn)
+        if kind is None:
+            hint = ": a synchronous connection goes to venturi.SyncQueue" \
+                if _is_blocking(conn) else ""
+            raise refuse(conn, ASYNC_ACCEPTED, hint)
+        _ASYNC_TYPES[type(conn)] = kind
+    if kind is _ASYNCPG:
+        if conn.is_closed():
+            raise DatabaseError(CLOSED)
+        return AsyncpgExecutor(conn, prefix, dsn)
+    if kind is _PSYCOPG:
+        executor: Executor = _psycopg_executors().AsyncPsycopgExecutor.on(conn, prefix)
+        return executor
+    from .sqlalchemy_adoption import SQLAlchemyAsyncExecutor, found_executor
+
+    return found_executor(conn, prefix, dsn) or SQLAlchemyAsyncExecutor(conn, prefix, dsn)
 
 
 def adopt_blocking(conn: Any, prefix: str, dsn: str | None) -> Executor:

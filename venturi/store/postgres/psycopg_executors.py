@@ -37,7 +37,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg.pq import TransactionStatus
+from psycopg.pq import ConnStatus, TransactionStatus
 from psycopg.types.array import ListBinaryDumper
 
 from ...errors import DatabaseError
@@ -48,6 +48,9 @@ from .sqlstates import ABORTED, CLOSED
 
 # How many rows a statement's call reads: none, the first, all of them.
 NONE, ONE, ALL = 0, 1, 2
+BAD = ConnStatus.BAD
+# The attribute under which a caller's AsyncConnection keeps its executor.
+_EXECUTOR = "_venturi_executor"
 
 
 def _binary_lists(cur: psycopg.RawCursor[Any] | psycopg.AsyncRawCursor[Any],
@@ -87,10 +90,12 @@ def copy_sql(schema: str | None, table: str, columns: Sequence[str]) -> sql.Comp
 
 
 def check_usable(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
-    """Refuse a caller's connection that cannot take a statement, before sending one."""
-    if conn.closed:
+    """Refuse a caller's connection that cannot take a statement, before sending one.
+    Read on ``pgconn`` (``conn.info`` is a new object at every read)."""
+    pgconn = conn.pgconn
+    if pgconn.status == BAD:
         raise DatabaseError(CLOSED)
-    if conn.info.transaction_status == TransactionStatus.INERROR:
+    if pgconn.transaction_status == TransactionStatus.INERROR:
         raise DatabaseError(ABORTED)
 
 
@@ -177,6 +182,21 @@ class AsyncPsycopgExecutor:
         self.conn = conn
         self._prefix = prefix
         self._cursor: psycopg.AsyncRawCursor[Any] | None = None
+
+    @classmethod
+    def on(cls, conn: psycopg.AsyncConnection[Any], prefix: str) -> AsyncPsycopgExecutor:
+        """The executor of ``conn=`` for a queue of ``prefix``: the one the connection
+        keeps from an earlier call, with its cursor, else a new one it keeps. A new
+        cursor and its type lookups cost a single enqueue as much as the rest of its
+        client time above psycopg (benchmarks/enqueue_gap.py). Kept on the connection
+        itself, so it lives and dies with it (a table of connections would keep them
+        alive: the executor holds its connection)."""
+        check_usable(conn)
+        found = conn.__dict__.get(_EXECUTOR)
+        if found is not None and found._prefix == prefix:
+            return found  # type: ignore[no-any-return]
+        found = conn.__dict__[_EXECUTOR] = cls(conn, prefix)
+        return found
 
     async def _run(self, query: Query, args: Sequence[Any], rows: int) -> Any:
         cur, self._cursor = self._cursor, None
