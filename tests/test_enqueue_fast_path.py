@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import time
 import uuid
@@ -12,11 +13,12 @@ import asyncpg
 import pytest
 
 import venturi
-from tests.tasks import Embed, Summarize, Urgent
+from tests.tasks import Embed, Summarize, Tick, Urgent
 from venturi import InvalidJob, ManualClock, Queue, _ids
 from venturi._codec import dumps
 from venturi._ids import uuid7, uuid7_many
 from venturi.newjob import JobBuilder
+from venturi.store.base import NewJob
 from venturi.store.postgres import COPY_MIN_ROWS, PostgresStore
 
 
@@ -174,3 +176,46 @@ async def test_large_batch_is_atomic(pg_store: PostgresStore, pg_dsn: str) -> No
     finally:
         await conn.close()
     assert await _count(pg_store) == {}
+
+
+class Keyed(venturi.Task, kind="test.fast.keyed"):
+    """A limit key: its jobs are not plain."""
+
+    shard: str = "a"
+
+    def limit_key(self) -> str | None:
+        return self.shard
+
+    async def run(self, ctx: venturi.Context) -> None:
+        return None
+
+
+def test_plain_job_is_new_jobs_row_for_a_plain_class() -> None:
+    builder = JobBuilder(1024, lambda: dt.datetime.now(dt.UTC))
+    for task in (Urgent(n=7), Bare(data={"x": [1.5, None], "é": "\u2028"}), Bare()):
+        plain = builder.plain_job(task)
+        job, _ = builder.new_job(task)
+        assert plain is not None and plain.id < builder.new_job(task)[0].id
+        assert plain.job() == NewJob(plain.id, job.kind, job.payload, priority=job.priority,
+                                     max_failures=job.max_failures)
+        assert plain.job() == dataclasses.replace(job, id=plain.id)
+
+
+@pytest.mark.parametrize("task", [Embed(uri="x"), Summarize(uri="y"), Keyed(), Tick()],
+                         ids=["subject", "subject-low", "limit-key", "periodic"])
+def test_plain_job_leaves_every_other_class_to_new_job(task: Any) -> None:
+    builder = JobBuilder(1024, lambda: dt.datetime.now(dt.UTC))
+    assert builder.plain_job(task) is None
+    assert builder.plain_job(("test.urgent", {"n": 1})) is None
+    assert builder.plain_job(object()) is None
+
+
+@pytest.mark.parametrize("bad", [float("nan"), "a\x00b", object(), "x" * 300, 2**70],
+                         ids=["nan", "nul", "object", "size", "big-int"])
+def test_plain_job_refuses_a_payload_in_new_jobs_words(bad: Any) -> None:
+    builder = JobBuilder(256, lambda: dt.datetime.now(dt.UTC))
+    with pytest.raises(InvalidJob) as fast:
+        builder.plain_job(Bare(data=bad))
+    with pytest.raises(InvalidJob) as slow:
+        builder.new_job(Bare(data=bad))
+    assert str(fast.value) == str(slow.value) and fast.value.index is None

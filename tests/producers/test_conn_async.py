@@ -14,14 +14,15 @@ import gc
 import weakref
 from collections.abc import AsyncIterator
 
+import psycopg
 import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 
 from tests.producers.callers import ASYNC_KINDS, Caller, async_caller, sa_url
 from tests.producers.conftest import Notices
-from tests.tasks import Embed, Refresh
-from venturi import Queue, Status
+from tests.tasks import Embed, Refresh, Urgent
+from venturi import DatabaseError, Queue, Status
 from venturi.store.postgres import sqlalchemy_adoption
 
 
@@ -155,3 +156,45 @@ async def test_a_session_gone_leaves_nothing_behind(pg_queue: Queue, pg_dsn: str
     gc.collect()
     assert session() is None
     assert len(sqlalchemy_adoption._FOUND) == 0
+
+
+async def test_a_plain_task_on_conn_joins_the_transaction_as_the_general_path_does(
+        pg_queue: Queue, caller: Caller, notices: Notices) -> None:
+    """Queue.enqueue's plain path (Store.enqueue_plain) on every kind of caller
+    connection: gone with a rollback, published with its wake-up at the commit, the
+    same row as the general path's (an option given: priority=)."""
+    gone = await pg_queue.enqueue(Urgent(n=1), conn=caller.conn)
+    assert caller.in_transaction()
+    await caller.rollback()
+    assert await pg_queue.job(gone.id) is None
+    await caller.begin_asyncpg()
+    fast = await pg_queue.enqueue(Urgent(n=2), conn=caller.conn)
+    slow = await pg_queue.enqueue(Urgent(n=2), priority="high", conn=caller.conn)
+    assert await pg_queue.count() == 0
+    assert await notices.upto_marker() == []
+    await caller.commit()
+    assert await notices.upto_marker() == ["test.urgent"]  # folded into one at the commit
+    rows = [await pg_queue.job(fast.id), await pg_queue.job(slow.id)]
+    assert rows[0] is not None and rows[1] is not None
+    assert (rows[0].kind, rows[0].payload, rows[0].priority, rows[0].max_failures,
+            rows[0].created_at == rows[0].visible_at) == (
+        rows[1].kind, rows[1].payload, rows[1].priority, rows[1].max_failures, True)
+
+
+async def test_a_psycopg_connection_keeps_its_executor_and_is_not_kept_alive(
+        pg_queue: Queue, pg_dsn: str) -> None:
+    """A psycopg AsyncConnection keeps its executor (and cursor) from one call to the
+    next, per queue prefix, and nothing of venturi's keeps the connection alive."""
+    conn = await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True)
+    executors = set()
+    for n in range(3):
+        await pg_queue.enqueue(Urgent(n=n), conn=conn)
+        executors.add(id(conn.__dict__["_venturi_executor"]))
+    assert len(executors) == 1 and await pg_queue.count(kind="test.urgent") == 3
+    await conn.close()
+    with pytest.raises(DatabaseError, match="closed"):
+        await pg_queue.enqueue(Urgent(n=9), conn=conn)
+    gone = weakref.ref(conn)
+    del conn
+    gc.collect()
+    assert gone() is None

@@ -16,7 +16,7 @@ import pytest
 
 import venturi
 from tests.producers.callers import BLOCKING_KINDS, BlockingCaller, blocking_caller
-from tests.tasks import Embed, Refresh, Summarize
+from tests.tasks import Embed, Refresh, Summarize, Urgent
 from venturi import (
     Detail,
     Enqueued,
@@ -194,3 +194,21 @@ def test_sync_queue_on_memory_store_runs_users_tests_without_a_database() -> Non
     # The worker runs on the asyncio Queue over the same store.
     asyncio.run(Worker(Queue(store), tasks=[Embed]).run(until_empty=True))
     assert queue.count(kind="test.embed", statuses=["completed"]) == 40
+
+
+def test_a_plain_task_on_conn_joins_the_callers_transaction(
+        sync_queue: SyncQueue, caller: BlockingCaller) -> None:
+    """SyncQueue.enqueue's plain path (Store.enqueue_plain) on each blocking caller
+    connection: gone with a rollback, kept by a commit, the general path's row."""
+    gone = sync_queue.enqueue(Urgent(n=1), conn=caller.conn)
+    assert caller.in_transaction()
+    caller.rollback()
+    assert sync_queue.job(gone.id) is None
+    fast = sync_queue.enqueue(Urgent(n=2), conn=caller.conn)
+    slow = sync_queue.enqueue(Urgent(n=2), priority="high", conn=caller.conn)
+    assert sync_queue.job(fast.id) is None
+    caller.commit()
+    rows = [sync_queue.job(fast.id), sync_queue.job(slow.id)]
+    assert rows[0] is not None and rows[1] is not None
+    assert (rows[0].kind, rows[0].payload, rows[0].priority, rows[0].max_failures) == (
+        rows[1].kind, rows[1].payload, rows[1].priority, rows[1].max_failures)

@@ -201,3 +201,47 @@ async def test_nothing_is_switched_where_the_session_is_not_ours_to_set(
     finally:
         await pool.close()
         await drop_prefix(pg_dsn, prefix)
+
+
+async def test_a_run_ends_when_its_kept_connection_goes_back_to_the_pool(
+        small: PostgresStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lone insert after the kept connection went back to the pool plans per call: it
+    is not the next of the earlier run (which would switch the connection the pool
+    lends to generic plans and back, two round trips for one insert)."""
+    monkeypatch.setattr(asyncpg_driver, "LINGER", 0.02)
+    queue = Queue(small)
+    await inserts(queue)
+    await wait_for(lambda: not small.driver._idle  # type: ignore[attr-defined]
+                   and not small.driver._releasing, what="the kept connection released")
+    monkeypatch.setattr(asyncpg_driver, "LINGER", 3600)
+    for _ in range(2):  # the pool's next lending, then the same one kept
+        await queue.enqueue(Urgent(n=1))
+        (kept,) = small.driver._idle  # type: ignore[attr-defined]
+        assert await mode(kept) == "force_custom_plan"
+    assert small.driver._plans.generic == set()  # type: ignore[attr-defined]
+    await inserts(queue, GENERIC_AFTER + 1)  # a new run still goes generic
+    (kept,) = small.driver._idle  # type: ignore[attr-defined]
+    assert await mode(kept) == "force_generic_plan"
+
+
+async def test_a_run_of_plain_enqueues_goes_generic_once(small: PostgresStore) -> None:
+    """Queue.enqueue's plain path (insert_now) is such a run too, and the switched
+    connection is switched once, however long the run."""
+    queue = Queue(small)
+    sets: list[str] = []
+    original = asyncpg.connection.Connection.execute
+
+    async def counted(self: Any, query: str, *args: Any, **kw: Any) -> Any:
+        if query.startswith("SET plan_cache_mode"):
+            sets.append(query)
+        return await original(self, query, *args, **kw)
+
+    asyncpg.connection.Connection.execute = counted  # type: ignore[method-assign]
+    try:
+        for n in range(RUN * 3):
+            await queue.enqueue(Urgent(n=n))
+    finally:
+        asyncpg.connection.Connection.execute = original  # type: ignore[method-assign]
+    assert sets == [TO_GENERIC]
+    (kept,) = small.driver._idle  # type: ignore[attr-defined]
+    assert (await plans(kept, small))["insert_now"] == (RUN * 3 - GENERIC_AFTER, GENERIC_AFTER)
