@@ -16,6 +16,7 @@ costs no import.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from typing import Any
 
@@ -51,11 +52,18 @@ def _is_async(conn: Any) -> bool:
                     and isinstance(conn, sa_async.AsyncConnection | sa_async.AsyncSession)))
 
 
-def _psycopg_executors() -> Any:
-    """venturi's psycopg executors, imported on first use (psycopg is optional)."""
-    from . import psycopg_executors
+_LAZY: dict[str, Any] = {}
 
-    return psycopg_executors
+
+def _lazy(name: str) -> Any:
+    """This package's module ``name``, imported on first use (psycopg and SQLAlchemy are
+    optional): an ``import`` statement in the function that runs on every ``conn=``
+    call cost it more than the rest of the adoption."""
+    try:
+        return _LAZY[name]
+    except KeyError:
+        module = _LAZY[name] = importlib.import_module(f"{__package__}.{name}")
+        return module
 
 
 def refuse(conn: Any, accepted: str, hint: str = "") -> TypeError:
@@ -97,11 +105,12 @@ def adopt_async(conn: Any, prefix: str, dsn: str | None) -> Executor:
             raise DatabaseError(CLOSED)
         return AsyncpgExecutor(conn, prefix, dsn)
     if kind is _PSYCOPG:
-        executor: Executor = _psycopg_executors().AsyncPsycopgExecutor.on(conn, prefix)
+        executor: Executor = _lazy("psycopg_executors").AsyncPsycopgExecutor.on(conn, prefix)
         return executor
-    from .sqlalchemy_adoption import SQLAlchemyAsyncExecutor, found_executor
-
-    return found_executor(conn, prefix, dsn) or SQLAlchemyAsyncExecutor(conn, prefix, dsn)
+    sqlalchemy = _lazy("sqlalchemy_adoption")
+    found: Executor = (sqlalchemy.found_executor(conn, prefix, dsn)
+                       or sqlalchemy.SQLAlchemyAsyncExecutor(conn, prefix, dsn))
+    return found
 
 
 def adopt_blocking(conn: Any, prefix: str, dsn: str | None) -> Executor:

@@ -21,6 +21,7 @@ from ...errors import ConfigError
 from .. import _connect
 from .._sql import Query
 from ..base import IdentityLock, Listener, Maintenance
+from .adoption import adopt_async
 from .asyncpg_errors import DRIVER_ERRORS, TRANSIENT_ERRORS, translate, translated
 from .asyncpg_executor import AsyncpgExecutor
 from .asyncpg_plans import GENERIC_AFTER, PlanModes
@@ -196,8 +197,6 @@ class AsyncpgDriver:
                     pool.terminate()
 
     def adopt(self, conn: Any) -> Executor:
-        from .adoption import adopt_async
-
         return adopt_async(conn, self.prefix, self.dsn)
 
     # --- one statement ---------------------------------------------------------------

@@ -36,6 +36,7 @@ from ...config import mask_dsn
 from ...errors import ConfigError
 from .._sql import Query
 from ..base import IdentityLock, Listener
+from .adoption import adopt_blocking
 from .driver import Executor, Row
 from .psycopg_errors import translate, translated
 from .psycopg_executors import ALL, NONE, ONE, PsycopgExecutor, new_cursor
@@ -129,8 +130,6 @@ class PsycopgDriver:
             self.pool.close()
 
     def adopt(self, conn: Any) -> Executor:
-        from .adoption import adopt_blocking
-
         return adopt_blocking(conn, self.prefix, self.dsn)
 
     # --- one statement ---------------------------------------------------------------
