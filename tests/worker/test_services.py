@@ -27,8 +27,11 @@ from .spies import Call, Stalls, gaps, record
 
 pytestmark = pytest.mark.timeout(60)
 # What the worker's services ask of the store once it runs.
+# kind_controls: the kinds' rows, re-read in the background (worker/flow.py), never before
+# a claim.
 SERVICE_CALLS = ("claim", "settle_many", "extend_leases", "recover_stale", "heartbeat",
-                 "db_now", "next_visible_at", "seed_periodic", "stats", "cleanup_exclusive")
+                 "db_now", "next_visible_at", "seed_periodic", "stats", "cleanup_exclusive",
+                 "kind_controls")
 
 
 class Ping(venturi.Task, kind="wsv.ping"):

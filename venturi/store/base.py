@@ -420,12 +420,39 @@ class Maintenance(abc.ABC):
         """The tables looked at and vacuumed (or skipped, with the reason)."""
 
 
+ArrivalHook = Callable[[str, str], bool]
+"""``hook(label, payload)``: whether it handled the notification (then ``receive`` does
+not see it)."""
+
+
 class Listener(abc.ABC):
     """Wake-ups from the store: ``("jobs", kind)`` or ``("control", json)`` (or, from
     ``listen_finished``, ``("finished", ids)``).
 
     A notification is only a hint; the claim query decides what runs.
     """
+
+    _arrival: ArrivalHook | None = None
+
+    def on_arrival(self, hook: ArrivalHook | None) -> None:
+        """Call ``hook(label, payload)`` as each notification arrives, in the
+        connection's own callback, before it is queued for ``receive``: what it does
+        there (the worker's waker sets the claimer's event) saves a switch to the task
+        that reads ``receive``. A notification it returns True for is not queued; one
+        it raises for is, so that the reader's own handling meets the error. Not
+        blocking, never awaiting. A listener that does not call the hook (this default)
+        queues everything."""
+        self._arrival = hook
+
+    def _arrived(self, label: str, payload: str) -> bool:
+        """For implementations: run the hook; True if it handled the notification."""
+        hook = self._arrival
+        if hook is None:
+            return False
+        try:
+            return hook(label, payload)
+        except Exception:
+            return False  # queued: receive()'s reader handles it, and meets the error
 
     @abc.abstractmethod
     async def __aenter__(self) -> Listener: ...

@@ -39,7 +39,7 @@ class MemoryListener(Listener):
         self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
 
     def push(self, channel: str, payload: str) -> None:
-        if channel in self._channels:
+        if channel in self._channels and not self._arrived(channel, payload):
             self._queue.put_nowait((channel, payload))
 
     async def __aenter__(self) -> MemoryListener:

@@ -123,9 +123,7 @@ class Claimer:
         (docs/concepts/flow-control.md), then the other kinds' in the rest. The floor's
         reserved slots are split over both, as one batch. ``more``: a limited claim
         stopped short for a reason the next one will not have."""
-        flow = self._flow
-        if flow.stale:
-            await flow.refresh()
+        flow = self._flow  # its view of the kinds' rows, re-read in the background
         plain, limited = flow.split(self._leases)
         jobs: list[JobRecord] = []
         more = False

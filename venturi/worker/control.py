@@ -5,7 +5,8 @@ buffered one is let go at once, a running one is stopped and settles nothing; re
 would find the claim gone anyway, this only makes it immediate. A drain names this
 worker, or every worker (``venturi drain``, ``Queue.drain``). A kinds message says
 an operator paused, resumed or limited kinds (docs/concepts/flow-control.md): the
-worker re-reads them before its next claim, and claims now (a resume frees work).
+worker re-reads them at once in the background, and claims if they changed (a resume
+frees work).
 """
 
 from __future__ import annotations

@@ -4,8 +4,11 @@ while paused, and telling the other workers when this one frees budget
 
 The store decides: every claim reads ``{prefix}kinds`` and the plain claim never takes a
 paused or limited kind, so what this object believes can only be late, never unsafe.
-It re-reads the rows when a ``kinds`` control message names one of its kinds, after a
-reconnect, and every ``refresh_interval`` seconds in any case.
+It re-reads the rows in the background, never on the claim's path (an idle worker's
+pickup waits for no extra round trip): when a ``kinds`` control message names one of its
+kinds, after the LISTEN session reconnects, and every ``refresh_interval`` seconds in
+any case. A re-read that finds a row changed wakes the claimer
+(docs/concepts/flow-control.md, "When a change takes effect").
 
 A limited kind whose claim came back short is *blocked*: the claimer skips its claim
 until something can have freed budget (a wake-up of one of its kinds on the jobs
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 
 import anyio
@@ -30,16 +33,19 @@ from .metrics import WorkerMetrics
 
 class Flow:
     def __init__(self, store: Store, code: Mapping[str, Limits], db: DatabaseHealth,
-                 metrics: WorkerMetrics, refresh_interval: float) -> None:
+                 metrics: WorkerMetrics, refresh_interval: float,
+                 wake: Callable[[], None]) -> None:
         self._store = store
         self._metrics = metrics
         self._held_since: dict[str, float] = {}  # kind -> loop time it was found held back
         self._code = dict(code)
         self._db = db
         self._refresh_interval = refresh_interval
+        self._wake = wake  # the claimer should look for work
         self.limited: frozenset[str] = frozenset(k for k, v in code.items() if v.any)
         self.paused: frozenset[str] = frozenset()
-        self.stale = True  # read the rows before the next claim
+        self._rows: dict[str, KindState] = {}  # as last read
+        self._reread = asyncio.Event()  # re-read the rows now (refresher, run())
         self.blocked = False  # the last limited claim came back short: wait for a wake-up
         self._retry_at: float | None = None  # loop time a rate window frees budget
         self._freed: set[str] = set()  # limited kinds this worker settled, to announce
@@ -116,13 +122,17 @@ class Flow:
         await self._store.declare_kinds(self._code)
         await self.refresh()
 
-    async def refresh(self) -> None:
-        """Re-read the kinds' rows (the claimer calls it when ``stale``)."""
+    async def refresh(self) -> bool:
+        """Re-read the kinds' rows; whether they changed since the last read."""
         rows = await self._store.kind_controls(sorted(self._code))
-        self._apply(rows)
+        return self._apply(rows)
 
-    def _apply(self, rows: Iterable[KindState]) -> None:
+    def _apply(self, rows: Iterable[KindState]) -> bool:
+        # Only the controls: kind_controls reports no counts, but a store may.
         by_kind = {r.kind: r for r in rows}
+        controls = {k: (r.paused, r.operator, r.code) for k, r in by_kind.items()}
+        changed = controls != {k: (r.paused, r.operator, r.code) for k, r in self._rows.items()}
+        self._rows = by_kind
         limited, paused = set(), set()
         for kind, code in self._code.items():
             row = by_kind.get(kind)
@@ -135,17 +145,19 @@ class Flow:
             self._metrics.kind_limited.labels(kind, "paused").inc()
             self._held_since.setdefault(kind, now)
         self.limited, self.paused = frozenset(limited), frozenset(paused)
-        self.stale = False
         self.unblock()
+        return changed
 
     # --- what the other services tell it -------------------------------------------------
 
-    def changed(self, kinds: Iterable[str]) -> bool:
-        """A ``kinds`` control message: whether it names one of ours (then re-read)."""
+    def changed(self, kinds: Iterable[str]) -> None:
+        """A ``kinds`` control message: re-read now if it names one of ours."""
         if any(k in self._code for k in kinds):
-            self.stale = True
-            return True
-        return False
+            self._reread.set()
+
+    def reconnected(self) -> None:
+        """The LISTEN session reconnected: control messages may have been lost."""
+        self._reread.set()
 
     def woken(self, kind: str) -> None:
         """A wake-up of ``kind`` on the jobs channel."""
@@ -161,17 +173,23 @@ class Flow:
 
     async def run(self) -> None:
         """Announce freed budget (batched: what settles while one announcement is in
-        flight goes in the next), and mark the rows stale every ``refresh_interval``."""
+        flight goes in the next), and re-read the rows (``_refresher``)."""
         async with anyio.create_task_group() as group:
-            group.start_soon(self._refresh_every)
+            group.start_soon(self._refresher)
             while True:
                 await self._announce.wait()
                 self._announce.clear()
                 kinds, self._freed = sorted(self._freed), set()
                 await self._db.retry("flow", partial(self._store.wake_kinds, kinds))
 
-    async def _refresh_every(self) -> None:
+    async def _refresher(self) -> None:
+        """Re-read the rows on a control message or a reconnect, and every
+        ``refresh_interval`` seconds; a change wakes the claimer, which claims with the
+        new view (a resume or a raised limit frees work). The claim never waits for a
+        re-read: until it lands, the claim statement's own read of the rows rules."""
         while True:
-            await anyio.sleep(self._refresh_interval)
-            self.stale = True
-            self.unblock()
+            with anyio.move_on_after(self._refresh_interval):
+                await self._reread.wait()
+            self._reread.clear()
+            if await self._db.retry("flow", self.refresh):
+                self._wake()

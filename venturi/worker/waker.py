@@ -4,7 +4,10 @@ A NOTIFY is only a hint: the claim decides what runs. ``{prefix}jobs`` wake-ups 
 which kind has runnable work, or when the earliest delayed job of a kind becomes
 visible (``venturi/notices.py``); the timer fires exactly then, and a bounded poll
 covers notifications lost while LISTEN was down (docs/design-notes.md, "Timer
-wake-ups"). Each sets ``claim_wanted``, the claimer's event.
+wake-ups"). Each sets ``claim_wanted``, the claimer's event: a wake-up sets it in the
+LISTEN connection's own callback (``Listener.on_arrival``), so that the claimer is the
+next task to run (docs/concepts/flow-control.md, "When a change takes effect", for the
+control messages).
 """
 
 from __future__ import annotations
@@ -88,7 +91,8 @@ class Waker:
     def __init__(self, store: Store, kinds: Sequence[str], identity: Identity, health: Health,
                  db: DatabaseHealth, metrics: WorkerMetrics, timer: VisibilityTimer,
                  claim_wanted: asyncio.Event, on_control: Callable[[str], None],
-                 on_kind: Callable[[str], None] | None = None) -> None:
+                 on_kind: Callable[[str], None] | None = None,
+                 on_reconnect: Callable[[], None] | None = None) -> None:
         self._store = store
         self._kinds = frozenset(kinds)
         self._identity = identity
@@ -99,16 +103,20 @@ class Waker:
         self._claim_wanted = claim_wanted
         self._on_control = on_control
         self._on_kind = on_kind  # every wake-up of one of our kinds (flow.py)
+        self._on_reconnect = on_reconnect  # control messages may have been lost (flow.py)
 
     async def run(self) -> None:
         connected_before = False
         while True:
             try:
                 async with self._store.listen() as listener:
+                    listener.on_arrival(self._on_arrival)
                     self._health.listening = True
                     if connected_before:
                         log.info("waker_reconnected", worker=self._identity.name)
                         self._metrics.waker_reconnects.inc()
+                        if self._on_reconnect is not None:
+                            self._on_reconnect()
                     connected_before = True
                     self._db.recovered("waker")
                     self._timer.recompute()
@@ -127,10 +135,19 @@ class Waker:
                 if ping is not None:
                     await ping()  # a silently dead socket shows up here
                 continue
-            if channel == "jobs":
+            if channel == "jobs":  # a listener that does not call on_arrival's hook
                 self._on_job_notice(payload)
             elif channel == "control":
                 self._on_control(payload)
+
+    def _on_arrival(self, channel: str, payload: str) -> bool:
+        """In the LISTEN connection's callback: a wake-up is handled there, the claimer's
+        event set without a switch to this service's task; control messages go on to
+        ``receive`` (their handling may be longer)."""
+        if channel != "jobs":
+            return False
+        self._on_job_notice(payload)
+        return True
 
     def _on_job_notice(self, payload: str) -> None:
         notice = parse_job_notice(payload)

@@ -131,7 +131,8 @@ class Worker:
         self._outcomes = Outcomes(self._held, self.metrics, self._kind_metrics,
                                   self._timer.wake_at)
         self._flow = Flow(store, {k: cls.__task__.limits for k, cls in self.tasks.items()},
-                          self._db, self.metrics, config.heartbeat_interval.total_seconds())
+                          self._db, self.metrics, config.heartbeat_interval.total_seconds(),
+                          self._claim_wanted.set)
         self._deadlines = DeadlineWatcher(self._held)
         self._prefetch = Prefetch(config.concurrency,
                                   None if config.prefetch == "auto" else config.prefetch,
@@ -159,8 +160,8 @@ class Worker:
         self._outcomes.record(batch, results)
 
     def _kinds_changed(self, kinds: tuple[str, ...]) -> None:
-        if self._flow.changed(kinds):
-            self._claim_wanted.set()
+        # Re-read in the background; the claimer is woken if a row changed.
+        self._flow.changed(kinds)
 
     # --- what the worker is --------------------------------------------------------------
 
@@ -338,7 +339,8 @@ class Worker:
         services: list[Service] = [
             self._settler.run,
             Waker(store, tasks, self.identity, self.health, db, self.metrics, self._timer,
-                  self._claim_wanted, control.handle, self._flow.woken).run,
+                  self._claim_wanted, control.handle, self._flow.woken,
+                  self._flow.reconnected).run,
             self._flow.run,
             self._timer.run,
             Reaper(store, db, self._settler.flushed_after_outage, self._claim_wanted,

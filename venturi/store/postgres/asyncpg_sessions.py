@@ -113,7 +113,8 @@ class AsyncpgListener(Listener):
 
     def _callback(self, label: str) -> Any:
         def on_notify(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
-            self._queue.put_nowait((label, payload))
+            if not self._arrived(label, payload):  # the on_arrival hook, if set
+                self._queue.put_nowait((label, payload))
         return on_notify
 
     async def __aexit__(self, *exc: object) -> None:
