@@ -88,38 +88,53 @@ async def sampling(bench: Bench, prefix: str, jobs: int, into: Sampled, mode: st
                    count: int, concurrency: int) -> float:
     """Run ``count`` worker processes while another connection samples, every 5 ms or
     so, what the backends running venturi's claim and settle statements wait on, and
-    this process samples the host's CPUs."""
+    this process samples the host's CPUs: both from "go" (the children booted and
+    connected) to the last one's "done". The sampler's own transactions are taken off
+    the commit count."""
     conn = await asyncpg.connect(bench.dsn)
+    sampler_conn = await asyncpg.connect(bench.dsn)
     done = asyncio.Event()
+    taken = 0  # the sampler's queries: each a transaction of its own
+    at_go: list[tuple[int, int, int]] = []
+    sampler: asyncio.Task[None] | None = None
 
     async def sample() -> None:
+        nonlocal taken
         while not done.is_set():
-            for statement, event in await conn.fetch(STATEMENT_WAITS, prefix):
+            for statement, event in await sampler_conn.fetch(STATEMENT_WAITS, prefix):
                 waits = into.waits[statement]
                 waits[event] = waits.get(event, 0) + 1
+            taken += 1
             into.runnable.append(_cpu_times()[2] - 1)  # less this process
             await asyncio.sleep(0.005)
 
+    def go() -> None:
+        nonlocal sampler
+        at_go.append(_cpu_times())
+        sampler = asyncio.create_task(sample())
+
     commits = await conn.fetchval(COMMITS)
-    busy, total, _ = _cpu_times()
-    sampler = asyncio.create_task(sample())
     cpu: list[float] = []
     try:
-        seconds = await _processes(bench, mode, prefix, count, concurrency, cpu)
+        seconds = await _processes(bench, mode, prefix, count, concurrency, cpu, go)
+        busy_after, total_after, _ = _cpu_times()
     finally:
         done.set()
-        await sampler
-        busy_after, total_after, _ = _cpu_times()
-        # pg_stat_database is read from a snapshot taken once per transaction, and
-        # backends report their counts at most every half second: wait for them.
+        if sampler is not None:
+            await sampler
+        # A backend reports its counts when it exits (the children have, the sampler
+        # closes now) and at most every half second otherwise; pg_stat_database is read
+        # from a snapshot taken once per transaction.
+        await sampler_conn.close()
         await asyncio.sleep(0.6)
         await conn.execute("SELECT pg_stat_clear_snapshot()")
         commits_after = await conn.fetchval(COMMITS)
         await conn.close()
+    busy, total, _ = at_go[0]
     into.busy_cores.append((busy_after - busy) / max(total_after - total, 1)
                            * (os.cpu_count() or 1))
     into.worker_cpu.append(sum(cpu) / seconds)
-    into.commits_per_1000.append((commits_after - commits) / jobs * 1000)
+    into.commits_per_1000.append((commits_after - commits - taken) / jobs * 1000)
     return seconds
 
 

@@ -465,11 +465,15 @@ class Child:
 
 
 async def _processes(bench: Bench, mode: str, prefix: str, count: int,
-                     concurrency: int, cpu: list[float] | None = None) -> float:
+                     concurrency: int, cpu: list[float] | None = None,
+                     on_go: Callable[[], object] | None = None) -> float:
     """Start ``count`` children, tell them all to go, wait for all: the wall time. With
-    ``cpu``, append each child's CPU seconds (user + system) from go to done."""
+    ``cpu``, append each child's CPU seconds (user + system) from go to done; ``on_go``
+    is called just before "go" (the children booted and connected)."""
     children = [await Child.start(mode, bench.dsn, prefix, concurrency) for _ in range(count)]
     try:
+        if on_go is not None:
+            on_go()
         before = [c.cpu_seconds() for c in children]
         start = time.perf_counter()
         for c in children:

@@ -19,6 +19,8 @@ import pytest
 import venturi
 from venturi import Queue, Status
 from venturi.errors import ConfigError
+from venturi.worker.held import HeldJobs
+from venturi.worker.metrics import WorkerMetrics
 from venturi.worker.prefetch import WAIT_BOUND, ClaimWindow, Prefetch
 
 from ..conftest import wait_for
@@ -63,13 +65,64 @@ def test_fast_jobs_open_the_window_by_what_the_round_trip_justifies() -> None:
     clock = FakeClock()
     p = Prefetch(10, None, clock)
     window = drive(p, clock, rate=20_000, rtt=0.001, seconds=0.5)
-    assert p.rate == pytest.approx(20_000, rel=0.01)
-    low = math.ceil(p.rate * p.rtt)  # runs ended during one round trip: about 20
+    assert p.pace == pytest.approx(20_000, rel=0.01)
+    low = math.ceil(p.pace * p.rtt)  # runs ended during one round trip: about 20
     assert 20 <= low <= 21
     assert window == ClaimWindow(10 + 3 * low, 10 + 3 * low, low, True)
     # The next claim goes out once no more than a round trip's worth is buffered.
     assert window.claim_now(active=10 + low + 1, buffered=low + 1) == 0
     assert window.claim_now(active=10 + low, buffered=low) == 2 * low
+
+
+def test_time_spent_waiting_for_a_claim_is_not_job_time() -> None:
+    """Many workers on one table: each claim takes 2 ms and the slots, having run their
+    jobs at 20,000 a second in 1 ms, wait out the other 1 ms with nothing to run. The
+    window is sized by the 20,000 a second they run at, not the 10,000 a second that
+    end on average: counted as job time, the wait would halve the window, the smaller
+    claims leave the slots waiting longer still, and the window shrinks to tiny claims
+    (docs/operations/sizing.md, "Many processes on one table")."""
+    clock = FakeClock()
+    p = Prefetch(25, None, clock)
+    window = p.window(nothing_running)
+    for _ in range(300):
+        for _ in range(20):
+            p.ran("k", 0.00005)
+        clock.now += 0.002
+        p.claimed(0.002, waited=0.001)
+        window = p.window(nothing_running)
+    assert p.pace == pytest.approx(20_000, rel=0.02)
+    assert p.current_rate() == pytest.approx(10_000, rel=0.02)  # what the settler expects
+    low = math.ceil(p.pace * p.rtt)  # 40 runs during one 2 ms round trip
+    assert window == ClaimWindow.ahead(25, min(3 * low, int(p.pace * WAIT_BOUND)), low)
+    assert window.capacity == 25 + 3 * 40  # counting the wait: 25 + 3 × 20
+
+
+def test_a_wait_longer_than_the_claim_counts_only_the_claim() -> None:
+    """Slots idle since before the claim went out (no work then): only the claim's own
+    round trip is taken off; the rest is an idle spell, and closes the window."""
+    clock = FakeClock()
+    p = Prefetch(10, None, clock)
+    assert drive(p, clock, rate=20_000, rtt=0.001, seconds=0.3).capacity > 10
+    clock.now += 1.0
+    p.claimed(0.001, waited=1.0)
+    assert p.window(nothing_running) == ClaimWindow(10, 1, 0, False)
+
+
+async def test_held_jobs_tell_how_long_nothing_has_been_active() -> None:
+    clock = FakeClock()
+    held = HeldJobs(WorkerMetrics(), asyncio.Event(), clock)
+    clock.now += 0.5
+    assert held.idle_for() == pytest.approx(0.5)
+    held.activated(2)
+    clock.now += 1.0
+    assert held.idle_for() == 0.0
+    held.active -= 1  # as one settling: still one active
+    assert held.idle_for() == 0.0
+    held.active += 1
+    for _ in range(2):
+        held._deactivate()
+    clock.now += 0.003
+    assert held.idle_for() == pytest.approx(0.003)
 
 
 def test_a_fixed_window_claims_once_the_window_is_free_or_the_buffer_empty() -> None:
@@ -84,7 +137,7 @@ def test_the_window_holds_no_more_than_20_ms_of_work_at_the_rate_seen() -> None:
     clock = FakeClock()
     p = Prefetch(10, None, clock)
     window = drive(p, clock, rate=5_000, rtt=0.050, seconds=0.5)  # a slow round trip
-    assert window.capacity - 10 == int(p.rate * WAIT_BOUND) <= 100
+    assert window.capacity - 10 == int(p.pace * WAIT_BOUND) <= 100
 
 
 @pytest.mark.parametrize(("run", "ahead"), [(0.002, 100), (0.02, 10), (0.05, 4), (0.2, 1),
@@ -184,6 +237,25 @@ async def test_the_default_worker_claims_ahead_of_its_slots_for_fast_jobs(
     await asyncio.wait_for(worker.run(until_empty=True), 30)
     assert max(limits(claims)) > 2, limits(claims)
     assert await pgq.count(kind="wp.quick", statuses=[Status.COMPLETED]) == 2_000
+
+
+async def test_the_claimer_reports_the_slots_wait_for_each_claim(
+        pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first claim finds the worker with nothing to run since it started: the whole
+    round trip is reported as waited; claims made while jobs run report less."""
+    reports: list[tuple[float, float]] = []
+    real = Prefetch.claimed
+
+    def claimed(self: Prefetch, seconds: float, waited: float = 0.0) -> None:
+        reports.append((seconds, waited))
+        real(self, seconds, waited)
+
+    monkeypatch.setattr(Prefetch, "claimed", claimed)
+    await pgq.enqueue_many([Quick() for _ in range(500)])
+    worker = venturi.Worker(pgq, tasks=[Quick], concurrency=2)
+    await asyncio.wait_for(worker.run(until_empty=True), 30)
+    assert reports and reports[0][1] > 0, reports[:3]
+    assert all(waited >= 0 for _, waited in reports)
 
 
 async def test_a_slow_kind_is_not_claimed_ahead(

@@ -96,7 +96,8 @@ class Claimer:
                     jobs, more = await self._claim(free)
                 finally:
                     self.claiming = False
-                prefetch.claimed(loop_time() - sent)
+                # Idle slots waiting for these rows are not job time (prefetch.py).
+                prefetch.claimed(loop_time() - sent, held_jobs.idle_for())
             except DatabaseUnavailable:
                 if not await self._db.back_off("claimer", until=self._stop):
                     return False

@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import enum
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -98,12 +100,15 @@ class HeldJobs:
     ``wake`` is set whenever a held job stops being active: a slot is free to claim for.
     """
 
-    def __init__(self, metrics: WorkerMetrics, wake: asyncio.Event) -> None:
+    def __init__(self, metrics: WorkerMetrics, wake: asyncio.Event,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.by_id: dict[UUID, Held] = {}
         self.inbox: asyncio.Queue[Held] = asyncio.Queue()  # buffered, in claim order
         self.active = 0  # held jobs not yet settling: buffered or running
         self.idle = asyncio.Event()  # set while nothing is active
         self.idle.set()
+        self._clock = clock
+        self._idle_since = clock()
         self._metrics = metrics
         self._wake = wake
 
@@ -122,6 +127,11 @@ class HeldJobs:
             if held.state is HeldState.RUNNING:
                 held.stop(reason)
 
+    def idle_for(self) -> float:
+        """Seconds since the last active job ended, 0 while one is active: how long the
+        slots have had nothing to run (``Prefetch.claimed``)."""
+        return self._clock() - self._idle_since if self.active == 0 else 0.0
+
     def activated(self, count: int) -> None:
         """``count`` claims were just added to ``by_id`` and the inbox."""
         self.active += count
@@ -137,6 +147,7 @@ class HeldJobs:
     def _deactivate(self) -> None:
         self.active -= 1
         if self.active == 0:
+            self._idle_since = self._clock()
             self.idle.set()
         self._wake.set()
 

@@ -15,6 +15,13 @@ justifies, bounded by how long a buffered job may wait (docs/concepts/leases.md,
   next claim goes out while a round trip's worth is still buffered, and returns before
   they run out, with about two round trips' worth.
 
+The rate that sizes the window is the slots' pace while they have work: time the
+worker sat with nothing to run, waiting for a claim's rows, is not counted. Counted, a
+worker that shares the table with others (its claims slower, its slots idle meanwhile)
+would see a lower rate, claim fewer, wait on more round trips and see a lower rate
+still: many small claims, each a commit (docs/operations/sizing.md, "Many processes on
+one table").
+
 ``prefetch=N`` fixes the window at ``N`` (0: claim only for free slots).
 """
 
@@ -85,10 +92,14 @@ class Prefetch:
         self.current = ClaimWindow.of(concurrency, fixed) if fixed is not None \
             else ClaimWindow.ahead(concurrency, 0, 0)
         self.rate = 0.0  # runs ended per second, averaged over about RATE_HORIZON
+        self.pace = 0.0  # ... per second the slots had work: what sizes the window
         self.rtt = 0.0  # a claim's round trip, seconds (moving average)
         self._ended = 0  # runs ended, all told
         self._seen = 0  # ... when the rate was last updated
         self._at = clock()  # when the rate was last updated
+        self._paced = 0  # runs ended when the pace was last updated
+        self._paced_at = self._at  # ... and when
+        self._waited = 0.0  # seconds the slots sat idle for a claim since then
         self._slowest: dict[str, float] = {}  # per kind: the moving average of its runs
 
     @property
@@ -103,9 +114,11 @@ class Prefetch:
             # Halfway to the latest: a kind that turns slow is known at its next run.
             self._slowest[kind] = seconds if before is None else (before + seconds) / 2
 
-    def claimed(self, seconds: float) -> None:
-        """A claim took ``seconds`` from send to rows."""
+    def claimed(self, seconds: float, waited: float = 0.0) -> None:
+        """A claim took ``seconds`` from send to rows; for ``waited`` of them the worker
+        had nothing to run (``HeldJobs.idle_for``)."""
         self.rtt = seconds if self.rtt == 0.0 else self.rtt + (seconds - self.rtt) * RTT_WEIGHT
+        self._waited += min(max(waited, 0.0), seconds)
 
     def _observe(self, now: float) -> float:
         """The job rate, brought up to ``now``."""
@@ -115,6 +128,18 @@ class Prefetch:
             self.rate += (observed - self.rate) * (1 - math.exp(-elapsed / RATE_HORIZON))
             self._at, self._seen = now, self._ended
         return self.rate
+
+    def _observe_pace(self, now: float) -> float:
+        """The slots' pace, brought up to ``now``: runs ended per second of the time
+        since the last update less the time spent waiting for claims. Only the window
+        asks, once before each claim, so a claim's wait falls in the span it is taken
+        from."""
+        busy = now - self._paced_at - self._waited
+        if busy > 0:
+            observed = (self._ended - self._paced) / busy
+            self.pace += (observed - self.pace) * (1 - math.exp(-busy / RATE_HORIZON))
+            self._paced_at, self._paced, self._waited = now, self._ended, 0.0
+        return self.pace
 
     def current_rate(self) -> float:
         """Runs ending per second now (averaged over about ``RATE_HORIZON``), whatever
@@ -127,9 +152,9 @@ class Prefetch:
         if self._fixed is not None:
             return self.current
         now = self._clock()
-        self._observe(now)
-        low = math.ceil(self.rate * self.rtt)
-        ahead = min(3 * low, int(self.rate * WAIT_BOUND), MAX_AHEAD)
+        pace = self._observe_pace(now)
+        low = math.ceil(pace * self.rtt)
+        ahead = min(3 * low, int(pace * WAIT_BOUND), MAX_AHEAD)
         if ahead > 0:
             slowest = max(self._slowest.values(), default=0.0)
             oldest = min(running_since(), default=now)
