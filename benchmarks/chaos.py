@@ -131,14 +131,25 @@ def tagged(dsn: str, application: str) -> str:
 
 
 class Driver:
-    """The driver's own connection, reopened after the database went away."""
+    """The driver's own connection, reopened after the database went away.
+
+    The producer and the fault injector share it, so one operation runs at a time: an
+    asyncpg connection takes one query at a time, and one coroutine's reconnect must not
+    terminate the connection under the other's query (asyncpg then fails with an
+    AttributeError from inside the call, not a connection error)."""
 
     def __init__(self, dsn: str) -> None:
         self.dsn = tagged(dsn, "chaos-driver")
         self.conn: asyncpg.Connection | None = None
+        self._turn = asyncio.Lock()
 
     async def run(self, op: Callable[[asyncpg.Connection], Awaitable[Any]],
                   patience: float = 60.0) -> Any:
+        async with self._turn:
+            return await self._run(op, patience)
+
+    async def _run(self, op: Callable[[asyncpg.Connection], Awaitable[Any]],
+                   patience: float) -> Any:
         deadline = time.monotonic() + patience
         while True:
             try:
@@ -159,8 +170,9 @@ class Driver:
         return await self.run(lambda c: c.fetchval(sql, *args))
 
     async def close(self) -> None:
-        if self.conn is not None:
-            await self.conn.close()
+        async with self._turn:
+            if self.conn is not None:
+                await self.conn.close()
 
 
 class Fleet:
