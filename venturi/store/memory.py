@@ -43,16 +43,16 @@ from .base import (
     WorkflowRecord,
     check_new_jobs,
 )
-from .memory_admin import MemoryAdmin
-from .memory_dependencies import WAITING, Edges, Follower
+from .memory_dependencies import WAITING, Edges
 from .memory_sessions import MemoryIdentityLock, MemoryListener
 from .memory_views import Rows, refuse_conn
+from .memory_workflows import MemoryWorkflows
 
 UTC = dt.UTC
 _ACTIVE = (Status.PENDING, Status.CLAIMED)
 
 
-class MemoryStore(MemoryAdmin, Store):
+class MemoryStore(MemoryWorkflows, Store):
     """An in-memory store with PostgresStore's semantics (no durability)."""
 
     def __init__(self, *, prefix: str = "venturi_", clock: Clock | None = None) -> None:
@@ -87,51 +87,6 @@ class MemoryStore(MemoryAdmin, Store):
     def _notify(self, channel: str, payload: str) -> None:
         for listener in list(self._listeners):
             listener.push(channel, payload)
-
-    def _follower(self) -> Follower:
-        def last_note(id: UUID) -> str | None:
-            entries = self._journal.get(id)
-            return entries[-1].note if entries else None
-        return Follower(self._jobs, self._edges, self._append, last_note)
-
-    def _followed(self, follower: Follower) -> None:
-        """Announce what a Follower did: dependents made runnable, dependents failed."""
-        for kind in sorted(follower.woken):
-            self._notify("jobs", kind)
-        self._announce_finished(follower.doomed)
-
-    def _insert_waiting(self, jobs: Sequence[NewJob], now: dt.datetime) -> None:
-        """insert_waiting (enqueue.sql) in Python: see docs/concepts/workflows.md."""
-        batch = {j.id for j in jobs}
-        by_id = {j.id: j for j in jobs}
-        outside = {a: self._jobs.get(a) for j in jobs for a in j.after if a not in batch}
-        doomed = {j.id for j in jobs if not j.run_on_failure and any(
-            a not in batch and ((o := outside[a]) is None or o.status is Status.DEAD)
-            for a in j.after)}
-        grew = True
-        while grew:
-            grew = False
-            for j in jobs:
-                if j.id not in doomed and not j.run_on_failure and any(
-                        a in doomed for a in j.after):
-                    doomed.add(j.id)
-                    grew = True
-        for j in jobs:
-            if j.id in self._jobs:
-                raise ConfigError(f"duplicate job id {j.id}")
-        for j in jobs:
-            record = self._insert(j, now)
-            if j.id in doomed:
-                record = self._put(record, status=Status.DEAD, finished_at=now, visible_at=now)
-                self._append(record, 0, Outcome.DEAD, "dependency-failed")
-            else:
-                waiting = sum(1 for a in j.after if (a in batch and a not in doomed) or (
-                    a not in batch and (o := outside[a]) is not None
-                    and o.status in _ACTIVE))
-                if waiting:
-                    self._put(record, waiting=waiting, visible_at=WAITING)
-            for a in j.after:
-                self._edges.add(j.id, a, by_id[j.id].run_on_failure)
 
     def _announce_finished(self, ids: Sequence[UUID]) -> None:
         """Tell result() waiters, as the settling statements do (notify_finished)."""
@@ -240,30 +195,6 @@ class MemoryStore(MemoryAdmin, Store):
                                     requested=visible_at)
         self._jobs[job.id] = job
         self._append(job, job.run_count, lifecycle.MERGE.outcome, note)
-
-    async def enqueue_workflow(self, workflow: WorkflowRecord, jobs: Sequence[NewJob], *,
-                               conn: Any = None) -> None:
-        refuse_conn(conn)
-        if workflow.id in self._workflows:
-            raise ConfigError(f"duplicate workflow id {workflow.id}")
-        await self.enqueue(jobs)
-        self._workflows[workflow.id] = dataclasses.replace(
-            workflow, created_at=self._now(), jobs={}, after={})
-        self._step_of.update((job.id, workflow.id) for job in jobs)
-
-    async def workflow_of(self, job: UUID) -> UUID | None:
-        return next((wf.id for wf in self._workflows.values()
-                     if any(step == job for _, step in wf.steps)), None)
-
-    async def workflow(self, id: UUID, *, conn: Any = None) -> WorkflowRecord | None:
-        refuse_conn(conn)
-        found = self._workflows.get(id)
-        if found is None:
-            return None
-        ids = [step for _, step in found.steps]
-        return dataclasses.replace(
-            found, jobs={i: j for i in ids if (j := self._jobs.get(i)) is not None},
-            after={i: list(self._edges.parents[i]) for i in ids if i in self._edges.parents})
 
     async def dedup_candidate(self, kind: str, dedup_key: str) -> JobRecord | None:
         return self._candidate(kind, dedup_key)
@@ -406,13 +337,6 @@ class MemoryStore(MemoryAdmin, Store):
 
     async def db_now(self) -> dt.datetime:
         return self._now()
-
-    async def results(self, ids: Sequence[UUID]) -> dict[UUID, Any]:
-        return {id: job.result for id in ids
-                if (job := self._jobs.get(id)) is not None and job.status is Status.COMPLETED}
-
-    async def dependencies(self, id: UUID) -> list[UUID]:
-        return sorted(self._edges.parents.get(id, []))
 
     def listen(self) -> Listener:
         return MemoryListener(self._listeners)

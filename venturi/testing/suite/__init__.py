@@ -15,6 +15,7 @@ from . import (
     flow,
     inspection,
     journal,
+    plain,
     recovery,
     regressions,
     results,
@@ -26,8 +27,8 @@ from . import (
 )
 
 MODULES: tuple[ModuleType, ...] = (
-    claim, counting, dependencies, enqueue, flow, inspection, journal, recovery, regressions,
-    results, settle, trace_context, transitions, views, workflows)
+    claim, counting, dependencies, enqueue, flow, inspection, journal, plain, recovery,
+    regressions, results, settle, trace_context, transitions, views, workflows)
 
 # Async tests run under pytest-asyncio, in its strict mode too.
 pytestmark = pytest.mark.asyncio
