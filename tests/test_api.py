@@ -70,6 +70,28 @@ def test_public_names_are_pinned() -> None:
         assert hasattr(venturi, name), name
 
 
+STORE_CONTRACT = [
+    "Action", "ArrivalHook", "AsyncFn", "ClaimRequest", "CleanupCriteria", "Clock", "CountFilter",
+    "DatabaseClock", "Detail", "Enqueued", "FailedJob", "FinishedMinute", "HistoryFilter",
+    "IdentityLock", "JobRecord", "JournalRecord", "KeysetFilter", "KindChange", "KindState",
+    "LeaseRenewal", "LimitedClaim", "Limits", "Listener", "Maintenance", "ManualClock", "MergeFn",
+    "MergeUpdate", "NewJob", "NewJobBatch", "Outcome", "PlainJob", "Rate", "Recovered", "Settled",
+    "Settlement", "Snapshot", "Status", "Store", "UTC", "WorkerInfo", "WorkflowRecord",
+    "check_new_job_batch", "check_new_jobs", "check_plain_job",
+]
+
+
+def test_store_contract_names_are_pinned() -> None:
+    # venturi.store.base names the whole storage contract, whichever module of
+    # venturi/store/ defines each part: adapters, venturi.testing and users' fakes import
+    # from it, so moving a name between those modules must leave this list alone.
+    from venturi.store import base
+
+    assert sorted(base.__all__) == STORE_CONTRACT
+    for name in STORE_CONTRACT:
+        assert hasattr(base, name), name
+
+
 def test_every_error_derives_from_venturi_error() -> None:
     errors = [getattr(venturi, n) for n in PUBLIC if n.endswith("Error") or n in (
         "UnknownKind", "InvalidJob", "InvalidJobId", "SchemaMissing", "DatabaseUnavailable")]
