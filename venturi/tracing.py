@@ -34,7 +34,9 @@ import orjson
 
 from .errors import classify
 from .store import lifecycle
-from .store.records import Enqueued, JobRecord, MergeFn, MergeUpdate, NewJob, Outcome, Settlement
+from .store.records import Enqueued, JobRecord, MergeFn, MergeUpdate, NewJob
+from .store.settlements import Settlement
+from .store.statuses import Outcome
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanContext, Tracer

@@ -16,7 +16,8 @@ from uuid import UUID
 
 from ._ids import uuid7
 from .store.checks import find_cycle
-from .store.records import JobRecord, Status
+from .store.records import JobRecord
+from .store.statuses import Status
 from .task import Task
 
 StepRef = "Step | str | UUID"

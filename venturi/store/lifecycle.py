@@ -27,7 +27,9 @@ import datetime as dt
 from dataclasses import dataclass
 from enum import StrEnum
 
-from .records import Action, JobRecord, Outcome, Status
+from .records import JobRecord
+from .settlements import Action
+from .statuses import Outcome, Status
 
 _ZERO = dt.timedelta(0)
 

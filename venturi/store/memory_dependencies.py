@@ -11,7 +11,8 @@ import datetime as dt
 from collections.abc import Callable
 from uuid import UUID
 
-from .records import JobRecord, Outcome, Status
+from .records import JobRecord
+from .statuses import Outcome, Status
 
 WAITING = dt.datetime(9999, 12, 31, tzinfo=dt.UTC)
 """The ``visible_at`` of a job waiting for its dependencies: beyond any real schedule,

@@ -15,16 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from uuid import UUID
 
-# The enums and a worker's records have modules of their own; venturi.store.base and the
-# rest of the package import them from here too.
-from .settlements import Action as Action
-from .settlements import ClaimRequest as ClaimRequest
-from .settlements import LeaseRenewal as LeaseRenewal
-from .settlements import Recovered as Recovered
-from .settlements import Settled as Settled
-from .settlements import Settlement as Settlement
-from .statuses import Outcome as Outcome
-from .statuses import Status as Status
+from .statuses import Outcome, Status
 
 # --- records --------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from starlette.routing import BaseRoute, Route
 from venturi.errors import ConfigError, VenturiError
 from venturi.logs import get_logger
 from venturi.store.flow import Rate, check_concurrency
-from venturi.store.records import Status
+from venturi.store.statuses import Status
 
 from . import bulk
 from . import format as fmt

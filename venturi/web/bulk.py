@@ -21,7 +21,8 @@ import uuid
 from dataclasses import dataclass
 
 from venturi.queue import Queue
-from venturi.store.records import Snapshot, Status
+from venturi.store.records import Snapshot
+from venturi.store.statuses import Status
 
 from .filters import JobFilter, Total, list_jobs
 

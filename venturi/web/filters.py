@@ -26,7 +26,8 @@ from urllib.parse import urlencode
 from venturi._ids import uuid7_floor, uuid7_time
 from venturi.errors import InvalidJobId
 from venturi.queue import Page, Queue
-from venturi.store.records import JobRecord, Snapshot, Status
+from venturi.store.records import JobRecord, Snapshot
+from venturi.store.statuses import Status
 
 PAGE = 50
 COUNT_CAP = 10_001  # one more than an action's walk takes (bulk.WALK_MAX)

@@ -9,7 +9,8 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from venturi.errors import InvalidJobId
-from venturi.store.records import Snapshot, Status
+from venturi.store.records import Snapshot
+from venturi.store.statuses import Status
 
 from . import bulk, filters
 from .dashboard import Dashboard, dashboard
