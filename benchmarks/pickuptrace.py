@@ -18,7 +18,13 @@ every pickup on one clock (``perf_counter``):
   decoded, context built).
 
 Each stage is reported at p50, p90 and p99, and over the slowest 1 % of pickups (the
-p99's own samples), the mean of each stage: what the tail is made of. ``rereads``
+p99's own samples), the mean of each stage: what the tail is made of. Also counted, on
+each side: claim statements per pickup (the pickup's own and those that find nothing:
+venturi's when a slot frees or a settlement commits, the raw loop's claim until empty),
+and the pickups whose notification found a claim already in flight (sent before it):
+such a pickup waits for that claim to come back before its own goes out, unless that
+claim saw the new job and took it, in which case the pickup has no claim, and no
+stages, of its own (counted, and left out of the stage table). ``rereads``
 counts the re-reads of the kinds' rows begun between a notification and its claim (the
 claim waited for them where the claimer did the re-read). Instrumentation: wrappers on
 the listener's callback, the store's claim and the raw loop's connection; what they add
@@ -35,7 +41,7 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
@@ -60,15 +66,41 @@ class Marks:
     def __init__(self) -> None:
         self.current: dict[str, float] = {}
         self.rereads = 0
+        self.claims = 0  # claim statements sent, all of them
+        self.outstanding = 0  # claims sent and not back yet
+        self.in_flight = 0  # pickups whose notification found a claim in flight
 
     def mark(self, what: str) -> None:
         self.current.setdefault(what, time.perf_counter())
 
+    def notified(self) -> None:
+        if "notified" not in self.current and self.outstanding:
+            self.in_flight += 1
+        self.mark("notified")
+
+    async def claim(self, call: Awaitable[Any]) -> Any:
+        """Time ``call``, a claim: the first one sent after the commit is the pickup's
+        (its send and its rows back), any other only counted."""
+        self.claims += 1
+        pickup, own = self.current, "sent" not in self.current
+        self.mark("sent")
+        self.outstanding += 1
+        try:
+            return await call
+        finally:
+            self.outstanding -= 1
+            if own and pickup is self.current:
+                self.mark("back")
+
     def begin(self) -> None:
         self.current = {}
 
-    def stages(self, committed: float, started: float) -> list[float]:
+    def stages(self, committed: float, started: float) -> list[float] | None:
+        """The pickup's stages (ms); None when a claim sent before the commit took the
+        job (no claim of its own)."""
         c = self.current
+        if "sent" not in c or "back" not in c or "notified" not in c:
+            return None
         return [(c["notified"] - committed) * 1000, (c["sent"] - c["notified"]) * 1000,
                 (c["back"] - c["sent"]) * 1000, (started - c["back"]) * 1000,
                 (started - committed) * 1000]
@@ -86,16 +118,12 @@ def trace_venturi(queue: Queue, marks: Marks) -> Callable[[], None]:
 
         def on_notify(*args: Any) -> None:
             if label == "jobs":
-                marks.mark("notified")
+                marks.notified()
             inner(*args)
         return on_notify
 
     async def claim(*args: Any, **kwargs: Any) -> Any:
-        marks.mark("sent")
-        try:
-            return await real_claim(*args, **kwargs)
-        finally:
-            marks.mark("back")
+        return await marks.claim(real_claim(*args, **kwargs))
 
     async def kind_controls(*args: Any, **kwargs: Any) -> Any:
         if "notified" in marks.current and "sent" not in marks.current:
@@ -118,11 +146,7 @@ class _TracedConn:
         self._conn, self._marks = conn, marks
 
     async def fetch(self, *args: Any) -> Any:
-        self._marks.mark("sent")
-        try:
-            return await self._conn.fetch(*args)
-        finally:
-            self._marks.mark("back")
+        return await self._marks.claim(self._conn.fetch(*args))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._conn, name)
@@ -134,7 +158,7 @@ def trace_raw(raw: RawConsumer, marks: Marks) -> None:
     wake = raw._wake.set
 
     def on_notify() -> None:
-        marks.mark("notified")
+        marks.notified()
         wake()
     raw._wake.set = on_notify  # type: ignore[method-assign]
     raw._conn = _TracedConn(raw._conn, marks)  # type: ignore[assignment]
@@ -169,7 +193,8 @@ async def trace(dsn: str, n: int, rate: float = 50.0) -> dict[str, Any]:
                             committed = time.perf_counter()
                             await _until(functools.partial(started.__contains__, k), 10,
                                          "a venturi pickup")
-                            rows["venturi"].append(v_marks.stages(committed, started[k]))
+                            if (row := v_marks.stages(committed, started[k])) is not None:
+                                rows["venturi"].append(row)
                         else:
                             r_marks.begin()
                             await conn.fetchval(insert, uuid7_many(1)[0], KIND,
@@ -177,11 +202,14 @@ async def trace(dsn: str, n: int, rate: float = 50.0) -> dict[str, Any]:
                             committed = time.perf_counter()
                             await _until(functools.partial(raw_started.__contains__, k), 10,
                                          "a raw pickup")
-                            rows["raw"].append(r_marks.stages(committed, raw_started[k]))
+                            if (row := r_marks.stages(committed, raw_started[k])) is not None:
+                                rows["raw"].append(row)
         finally:
             undo()
             await conn.close()
-    return {"rows": rows, "rereads": v_marks.rereads}
+    return {"rows": rows, "rereads": v_marks.rereads, "n": n,
+            "claims": {"venturi": v_marks.claims, "raw": r_marks.claims},
+            "in_flight": {"venturi": v_marks.in_flight, "raw": r_marks.in_flight}}
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -207,7 +235,15 @@ def report(result: dict[str, Any]) -> str:
                           for w in ("venturi", "raw"))
         lines.append(f"| {stage} | {cells[0]} | {cells[1]} | {tail} |")
     lines.append("")
-    lines.append(f"{len(result['rows']['venturi'])} pickups each; re-reads of the kinds' rows "
+    n, claims, in_flight = result["n"], result["claims"], result["in_flight"]
+    lines.append(f"{n} pickups each; claim statements per pickup: venturi "
+                 f"{claims['venturi'] / n:.2f}, raw {claims['raw'] / n:.2f}; pickups whose "
+                 f"notification found a claim in flight: venturi {in_flight['venturi']}, raw "
+                 f"{in_flight['raw']}; taken by a claim sent before the commit (no stages, "
+                 f"left out above): venturi {n - len(result['rows']['venturi'])}, raw "
+                 f"{n - len(result['rows']['raw'])}")
+    lines.append("")
+    lines.append("Re-reads of the kinds' rows "
                  f"begun between a notification and its claim: {result['rereads']} (on the "
                  "claim's path where the claimer re-reads them, beside it where it does not)")
     return "\n".join(lines)

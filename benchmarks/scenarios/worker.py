@@ -15,7 +15,9 @@ import contextlib
 import datetime as dt
 import functools
 import json
+import math
 import os
+import random
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -46,6 +48,8 @@ RAW_KIND = "bench.raw"
 COLUMNS = ["id", "kind", "payload", "priority", "max_failures"]
 ROOT = Path(__file__).resolve().parents[2]
 LEASE = dt.timedelta(seconds=30)
+PICKUP_SAMPLES = 3  # the pickup scenario's samples per contender, × the size's ``pickup``
+PICKUP_WARMUP = 20  # pickup pairs run first and not counted (each consumer's first claims)
 
 
 @contextlib.contextmanager
@@ -248,15 +252,19 @@ async def probe_in_child(bench: Bench, prefix: str) -> AsyncIterator[dict[int, f
 
 
 async def pickup(bench: Bench, queue: Queue, raw_prefix: str, n: int,
-                 rate: float = 50.0, *, process: bool = False,
+                 rate: float = 50.0, *, process: bool = False, warmup: int = PICKUP_WARMUP,
                  ) -> tuple[list[float], list[float], float]:
     """Latencies (ms) from enqueue commit to handler start, venturi and raw, ``n`` each.
 
     One job every ``1/rate`` s, alternating venturi and raw jobs, each only after the
-    previous one started: both consumers are idle and LISTENing when a job arrives.
-    Commit time is when the producer's call returned; start time is what the handler
-    recorded (in this process, or with ``process`` in the worker's own); one clock
-    (``perf_counter``).
+    previous one started: both consumers are idle and LISTENing when a job arrives, and
+    the k-th sample of each is taken within ``1/rate`` s of the other's, so both see the
+    same machine (the order in a pair alternates). Commit time is when the producer's
+    call returned; start time is what the handler recorded (in this process, or with
+    ``process`` in the worker's own); one clock (``perf_counter``). The first ``warmup``
+    pairs are run the same way and not counted: a consumer's first claims on a new
+    connection prepare (plan) their statements, a once-per-connection cost that ten
+    samples of a thousand would otherwise turn into the p99.
     """
     raw_started: dict[int, float] = {}
     committed: dict[str, dict[int, float]] = {"venturi": {}, "raw": {}}
@@ -271,10 +279,10 @@ async def pickup(bench: Bench, queue: Queue, raw_prefix: str, n: int,
         ):
             start = time.perf_counter()
             tick = start
-            for i in range(2 * n):
+            for i in range(-2 * warmup, 2 * n):
                 tick += 1 / (2 * rate)
                 await asyncio.sleep(max(tick - time.perf_counter(), 0))
-                k = i // 2
+                k = i // 2  # negative: a warm-up pair
                 if (i + k) % 2:  # alternate which goes first
                     await queue.enqueue(Probe(n=k, uri=f"s3://bench/objects/{k:08d}"))
                     committed["venturi"][k] = time.perf_counter()
@@ -286,11 +294,29 @@ async def pickup(bench: Bench, queue: Queue, raw_prefix: str, n: int,
                     committed["raw"][k] = time.perf_counter()
                     await _until(functools.partial(raw_started.__contains__, k), 10, "a raw pickup")
             seconds = time.perf_counter() - start
-            ms_v = [(started[k] - t) * 1000 for k, t in committed["venturi"].items()]
+            ms_v = [(started[k] - t) * 1000 for k, t in committed["venturi"].items() if k >= 0]
     finally:
         await conn.close()
-    ms_r = [(raw_started[k] - t) * 1000 for k, t in committed["raw"].items()]
+    ms_r = [(raw_started[k] - t) * 1000 for k, t in committed["raw"].items() if k >= 0]
     return ms_v, ms_r, seconds
+
+
+def _p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(0.99 * len(ordered)) - 1))]
+
+
+def p99_ratio_interval(ms_v: list[float], ms_r: list[float], rounds: int = 1000,
+                       seed: int = 19) -> tuple[float, float]:
+    """A 95 % interval of p99(venturi) / p99(raw), by resampling the pairs (the k-th
+    sample of each, taken a few milliseconds apart) with replacement: how far the ratio
+    of one run could move with the luck of which samples landed in the tail."""
+    rng = random.Random(seed)
+    pairs = list(zip(ms_v, ms_r, strict=True))
+    ratios = sorted(
+        _p99([v for v, _ in draw]) / _p99([r for _, r in draw])
+        for draw in (rng.choices(pairs, k=len(pairs)) for _ in range(rounds)))
+    return ratios[int(0.025 * rounds)], ratios[int(0.975 * rounds) - 1]
 
 
 def _pickup_figures(bench: Bench, ms_v: list[float], ms_r: list[float], seconds: float,
@@ -298,8 +324,11 @@ def _pickup_figures(bench: Bench, ms_v: list[float], ms_r: list[float], seconds:
     raw = f"raw LISTEN + claim loop{suffix if raw_suffix is None else raw_suffix}"
     bench.record(Figure(bench.scenario, raw, len(ms_r), [seconds], raw=True, unit="ms",
                         samples=ms_r, note="plain asyncpg, same table shape"))
+    low, high = p99_ratio_interval(ms_v, ms_r)
+    note = (f"{note or 'idle, LISTENing, in-process'}; p99 / raw's {_p99(ms_v) / _p99(ms_r):.2f}×"
+            f" (95 % interval over resampled pairs {low:.2f}-{high:.2f}×)")
     bench.record(Figure(bench.scenario, f"Worker pickup{suffix}", len(ms_v), [seconds], (raw,),
-                        unit="ms", samples=ms_v, note=note or "idle, LISTENing, in-process"))
+                        unit="ms", samples=ms_v, note=note))
 
 
 @scenario("pickup", "pickup latency into an idle worker")
@@ -310,17 +339,21 @@ async def pickup_latency(bench: Bench) -> None:
     enqueue commit, on one clock (`perf_counter`, the host's monotonic clock). The raw
     reference: a plain asyncpg LISTEN connection and a claim loop (claim up to 100,
     mark done) woken by each notification, fed by an INSERT + pg_notify statement,
-    interleaved with venturi's jobs in the same run (one for each worker)."""
+    interleaved with venturi's jobs sample by sample in the same run (one for each
+    worker), so both p99s see the same machine. `PICKUP_SAMPLES` × the size's samples
+    each (3,000 at full size: a p99 is then the 30th-worst sample, not the 10th),
+    after `PICKUP_WARMUP` uncounted pairs; the Worker's note gives the p99 ratio and
+    its 95 % interval over resampled pairs."""
+    n = PICKUP_SAMPLES * bench.size.pickup
     async with (
         bench.fresh_prefix() as vp,
         bench.fresh_prefix() as rp,
         Queue.connect(bench.dsn, prefix=vp) as queue,
     ):
         with quiet_logs():
-            ms_v, ms_r, seconds = await pickup(bench, queue, rp, bench.size.pickup)
+            ms_v, ms_r, seconds = await pickup(bench, queue, rp, n)
             _pickup_figures(bench, ms_v, ms_r, seconds)
-            ms_v, ms_r, seconds = await pickup(bench, queue, rp, bench.size.pickup,
-                                               process=True)
+            ms_v, ms_r, seconds = await pickup(bench, queue, rp, n, process=True)
             _pickup_figures(bench, ms_v, ms_r, seconds, suffix=", own process",
                             raw_suffix=", beside the worker process",
                             note="idle, LISTENing, a process of its own")
