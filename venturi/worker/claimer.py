@@ -82,10 +82,7 @@ class Claimer:
             window = prefetch.window(self._running_since)
             free = window.claim_now(held_jobs.active, held_jobs.inbox.qsize())
             if not free:
-                # No room, or the slots have buffered work: wait for a worthwhile batch.
-                # A wake-up that came meanwhile is claimed for when a slot frees.
-                held_jobs.exhausted = False
-                continue
+                continue  # no room, or the slots have buffered work: wait for a worthwhile batch
             settled_before = settler.written
             try:
                 # The flush-first wait only exists after an outage; its stop guard costs a
@@ -102,7 +99,6 @@ class Claimer:
                 # Idle slots waiting for these rows are not job time (prefetch.py).
                 prefetch.claimed(loop_time() - sent, held_jobs.idle_for())
             except DatabaseUnavailable:
-                held_jobs.exhausted = False
                 if not await self._db.back_off("claimer", until=self._stop):
                     return False
                 self._claim_wanted.set()
@@ -110,10 +106,7 @@ class Claimer:
             self._db.recovered("claimer")
             if jobs:
                 self._dispatch(jobs)
-            # Found less than it asked for: nothing more to claim for a slot that frees
-            # until something wakes the claimer (HeldJobs).
-            held_jobs.exhausted = exhausted = len(jobs) < free and not more
-            if not exhausted:
+            if len(jobs) == free or more:
                 self._claim_wanted.set()  # there is probably more: claim again as slots free up
             else:
                 self._timer.recompute()

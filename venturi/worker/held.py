@@ -97,14 +97,7 @@ class Held:
 class HeldJobs:
     """Every claim of one worker, by job id, and the buffer of those waiting for a slot.
 
-    ``wake`` is set whenever a held job stops being active, a slot free to claim for,
-    unless the claimer's last claim found less than it asked for (``exhausted``): there
-    was nothing more to claim then, and what has become runnable since wakes the claimer
-    on its own (a notification, the visibility timer, the settler once this job's
-    settlement commits, the poll). Claiming for the free slot anyway would be a claim
-    that finds nothing, in flight when the next job's notification comes: that pickup
-    then waits for it to come back before its own claim goes out
-    (benchmarks/results-pickup.md, 2026-12-06).
+    ``wake`` is set whenever a held job stops being active: a slot is free to claim for.
     """
 
     def __init__(self, metrics: WorkerMetrics, wake: asyncio.Event,
@@ -118,8 +111,6 @@ class HeldJobs:
         self._idle_since = clock()
         self._metrics = metrics
         self._wake = wake
-        # The claimer's last claim came back short: no wake-up when a slot frees.
-        self.exhausted = False
 
     def __len__(self) -> int:
         return len(self.by_id)
@@ -158,8 +149,7 @@ class HeldJobs:
         if self.active == 0:
             self._idle_since = self._clock()
             self.idle.set()
-        if not self.exhausted:
-            self._wake.set()
+        self._wake.set()
 
     def forget(self, held: Held, gauge: bool = True) -> None:
         """Stop holding ``held`` (settled, lost or cancelled). Only that claim: the job may
