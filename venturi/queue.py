@@ -1,4 +1,9 @@
-"""The Queue handle: enqueue, inspect and administer one queue (one prefix)."""
+"""The Queue handle: enqueue, inspect and administer one queue (one prefix).
+
+This module holds the producer's surface (enqueue, workflows, a job and its result);
+``queue_views.py`` the operator's reads and ``queue_admin.py`` the operator's actions,
+both mixins of :class:`Queue`.
+"""
 
 from __future__ import annotations
 
@@ -6,79 +11,36 @@ import asyncio
 import datetime as dt
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from . import _codec, _pages, results, tracing
+from . import _codec, results, tracing
 from ._ids import uuid7, uuid7_many
 from .config import DEFAULT_PREFIX
-from .errors import ConfigError, InvalidJob
+from .errors import InvalidJob
 from .newjob import (
     JobBuilder,
     JobLike,
     parse_uuid,
 )
-from .notices import InvalidNotice, drain_message
+from .queue_admin import QueueAdmin
+from .queue_views import Page as Page
+from .queue_views import QueueViews
+from .queue_views import normalize_subject as normalize_subject
 from .store.base import (
-    CleanupCriteria,
     Clock,
-    CountFilter,
-    Detail,
     Enqueued,
-    FinishedMinute,
-    HistoryFilter,
     JobRecord,
-    JournalRecord,
-    KeysetFilter,
-    KindChange,
-    KindState,
     NewJob,
-    Rate,
-    Snapshot,
     Status,
     Store,
-    WorkerInfo,
     WorkflowRecord,
 )
-from .store.flow import check_concurrency
 from .task import Priority, Task
 from .workflow import StepState, Workflow, WorkflowState
 
-_FOREVER = dt.datetime(9999, 1, 1, tzinfo=dt.UTC)
 
-
-_KEEP: Any = object()  # set_limits: leave this limit as it is
-
-
-@dataclass(frozen=True, slots=True)
-class Page:
-    """One page of history, newest first; pass ``next_cursor`` as ``before=``."""
-
-    jobs: list[JobRecord]
-    next_cursor: str | None
-
-
-def _status(value: Status | str, what: str = "status") -> Status:
-    try:
-        return Status(value)
-    except ValueError:
-        raise ValueError(
-            f"{what} {value!r} is not one of {', '.join(s.value for s in Status)}"
-        ) from None
-
-
-def normalize_subject(subject: str) -> str:
-    """Strip trailing ``/``: ``file:///a/`` names the same subtree as ``file:///a``."""
-    if not isinstance(subject, str):
-        raise TypeError("subject must be a string")
-    stripped = subject.rstrip("/")
-    if not stripped.strip():
-        raise ValueError("subject is empty after stripping '/': refusing to match every job")
-    return stripped
-
-
-class Queue:
+class Queue(QueueAdmin, QueueViews):
     """A handle on one queue. Cheap to share; safe for concurrent use.
 
     Open one with ``async with Queue.connect(dsn) as queue`` (PostgreSQL) or
@@ -275,7 +237,7 @@ class Queue:
         job's page to its workflow's with it)."""
         return await self.store.workflow_of(parse_uuid(job))
 
-    # --- inspect ------------------------------------------------------------------------
+    # --- a job and its result ---------------------------------------------------------
 
     async def job(self, id: UUID | str, *, conn: Any = None) -> JobRecord | None:
         """The job's row, or None if there is no such job (any more)."""
@@ -306,251 +268,3 @@ class Queue:
         journal = await self.store.journal(job_id) if job is not None \
             and job.status is Status.DEAD else []
         return results.outcome(job_id, job, journal)
-
-    async def journal(self, id: UUID | str, *, conn: Any = None) -> list[JournalRecord]:
-        """The job's journal, oldest entry first (empty for an unknown job)."""
-        return await self.store.journal(parse_uuid(id), conn=conn)
-
-    async def stats(self, *, conn: Any = None) -> Snapshot:
-        """Counts per kind and status, and how long the oldest runnable job has waited."""
-        return await self.store.stats(conn=conn)
-
-    async def detail(self, limit: int = 20, *, conn: Any = None) -> Detail:
-        """The oldest runnable job's age and the ``limit`` newest dead jobs with their reasons."""
-        if limit < 0:
-            raise ValueError("limit must be >= 0")
-        return await self.store.detail(limit, conn=conn)
-
-    async def history(
-        self,
-        *,
-        kind: str | None = None,
-        status: Status | str | None = None,
-        finished_since: dt.datetime | None = None,
-        finished_until: dt.datetime | None = None,
-        before: str | UUID | None = None,
-        limit: int = 50,
-        subject: str | None = None,
-        created_since: dt.datetime | None = None,
-        created_until: dt.datetime | None = None,
-        conn: Any = None,
-    ) -> Page:
-        """Jobs newest first, one keyset page at a time. ``subject``: its subtree, as
-        ``count`` and ``cancel`` read it. ``created_since``/``created_until``: by the
-        creation time the ids carry (the producer's clock at enqueue, to the
-        millisecond), which makes them ranges of the primary key."""
-        _check_limit(limit)
-        cursor = None if before is None else parse_uuid(before, what="cursor")
-        since_id, cursor = _pages.id_range(created_since, created_until, cursor)
-        rows = await self.store.query_jobs(HistoryFilter(
-            kind=kind, status=None if status is None else _status(status),
-            finished_since=finished_since, finished_until=finished_until,
-            before=cursor, limit=limit + 1,
-            subject=None if subject is None else normalize_subject(subject), since_id=since_id,
-        ), conn=conn)
-        return _page(rows, limit, lambda j: str(j.id))
-
-    async def dead_jobs(
-        self, *, kind: str | None = None, before: str | None = None, limit: int = 50,
-        created_since: dt.datetime | None = None, created_until: dt.datetime | None = None,
-        conn: Any = None,
-    ) -> Page:
-        """Dead jobs, the most recently dead first, one page at a time (pass
-        ``next_cursor`` as ``before=``). Read in the order of the dead jobs' own
-        index, so a page costs its own rows however many jobs completed."""
-        return _page(await self.store.dead_jobs(self._keyset(
-            kind, before, limit, created_since, created_until), conn=conn), limit,
-            lambda j: _pages.time_cursor(j.finished_at, j.id))
-
-    async def claimed_jobs(
-        self, *, kind: str | None = None, after: str | None = None, limit: int = 50,
-        created_since: dt.datetime | None = None, created_until: dt.datetime | None = None,
-        conn: Any = None,
-    ) -> Page:
-        """Claimed (running) jobs, the soonest lease expiry first, one page at a time
-        (pass ``next_cursor`` as ``after=``). A renewal moves a job's expiry, so a job
-        renewed between two pages can appear on both or neither."""
-        return _page(await self.store.claimed_jobs(self._keyset(
-            kind, after, limit, created_since, created_until), conn=conn), limit,
-            lambda j: _pages.time_cursor(j.claim_expires_at, j.id))
-
-    @staticmethod
-    def _keyset(kind: str | None, cursor: str | None, limit: int,
-                since: dt.datetime | None, until: dt.datetime | None) -> KeysetFilter:
-        _check_limit(limit)
-        since_id, before_id = _pages.id_range(since, until)
-        return KeysetFilter(kind=kind, after=_pages.parse_time_cursor(cursor),
-                            since_id=since_id, before_id=before_id, limit=limit + 1)
-
-    async def periodic_jobs(self, *, conn: Any = None) -> list[JobRecord]:
-        """Each periodic kind's pending or claimed occurrence (its next run), by kind."""
-        return await self.store.periodic_jobs(conn=conn)
-
-    async def finished_per_minute(
-        self, since: dt.datetime, until: dt.datetime | None = None, *, limit: int = 100_000,
-        conn: Any = None,
-    ) -> list[FinishedMinute]:
-        """Jobs finished from ``since`` to ``until`` (default: now), per minute and
-        kind, oldest minute first; of the jobs still in the table, at most the
-        ``limit`` most recently finished are read (a bounded cost, however busy the
-        queue), so when ``limit`` is reached the oldest minute is partial."""
-        if since.tzinfo is None or (until is not None and until.tzinfo is None):
-            raise ValueError("since and until must be timezone-aware")
-        if limit < 1:
-            raise ValueError("limit must be >= 1")
-        return await self.store.finished_per_minute(since, until or _FOREVER, limit, conn=conn)
-
-    async def count(
-        self,
-        *,
-        kind: str | None = None,
-        subject: str | None = None,
-        statuses: Sequence[Status | str] | None = None,
-        created_since: dt.datetime | None = None,
-        created_until: dt.datetime | None = None,
-        at_most: int | None = None,
-        conn: Any = None,
-    ) -> int:
-        """Jobs of ``kind`` and/or in ``subject``'s subtree, in ``statuses`` (any by
-        default), created in ``[created_since, created_until)`` if given. With
-        ``at_most``, counting stops there: a bounded read for a page that only needs
-        to know whether there are more."""
-        if at_most is not None and at_most < 0:
-            raise ValueError("at_most must be >= 0")
-        since_id, before_id = _pages.id_range(created_since, created_until)
-        return await self.store.count(CountFilter(
-            kind=kind,
-            subject=None if subject is None else normalize_subject(subject),
-            statuses=None if statuses is None else tuple(_status(s) for s in statuses),
-            since_id=since_id, before_id=before_id, at_most=at_most,
-        ), conn=conn)
-
-    async def workers(self) -> list[WorkerInfo]:
-        """The workers registered on this queue, with their last heartbeat."""
-        return await self.store.workers()
-
-    async def drain(
-        self, worker: str | None = None, *, grace: dt.timedelta | float | None = None
-    ) -> None:
-        """Ask worker ``worker`` (every worker of this queue when None) to drain: stop
-        claiming, let running jobs finish within ``grace`` (each worker's own when
-        None), release the rest and exit. Returns once the request is sent; watch
-        :meth:`workers` to see them go."""
-        seconds = grace.total_seconds() if isinstance(grace, dt.timedelta) else grace
-        try:
-            message = drain_message(worker, seconds)
-        except InvalidNotice as exc:
-            raise ValueError(str(exc)) from None
-        await self.store.notify_control(message)
-
-    # --- flow control (docs/concepts/flow-control.md) --------------------------------------
-
-    async def pause(self, kind: str) -> None:
-        """Claim no more jobs of ``kind`` on any worker (within about a second; running
-        ones finish); its jobs stay pending and enqueues still work."""
-        await self.store.control_kind(KindChange(_kind(kind), paused=True))
-
-    async def resume(self, kind: str) -> None:
-        """Undo :meth:`pause`."""
-        await self.store.control_kind(KindChange(_kind(kind), paused=False))
-
-    async def set_limits(self, kind: str, *, concurrency: int | object | None = _KEEP,
-                         rate: str | Rate | object | None = _KEEP) -> None:
-        """Set the operator's limits of ``kind``, overriding its task class's until
-        cleared with None; a limit not given is left as it is."""
-        if concurrency is _KEEP and rate is _KEEP:
-            raise ValueError("set_limits() needs concurrency= and/or rate=")
-        try:
-            conc = None if concurrency in (None, _KEEP) else check_concurrency(concurrency)
-            per = None if rate in (None, _KEEP) else Rate.parse(rate)  # type: ignore[arg-type]
-        except ConfigError as exc:
-            raise ValueError(str(exc)) from None
-        await self.store.control_kind(KindChange(
-            _kind(kind), set_concurrency=concurrency is not _KEEP, concurrency=conc,
-            set_rate=rate is not _KEEP, rate=per))
-
-    async def kinds(self) -> list[KindState]:
-        """Every kind a worker declared (as it started) or an operator controlled, or
-        with claimed jobs: paused, the limits in force and where each comes from,
-        pending and claimed counts, and what holds it back (``KindState.held``)."""
-        return await self.store.kind_states()
-
-    # --- administer ------------------------------------------------------------------------
-
-    async def cancel(
-        self,
-        *,
-        ids: Sequence[UUID | str] | None = None,
-        subject: str | None = None,
-        workflow: UUID | str | None = None,
-        conn: Any = None,
-    ) -> int:
-        """Delete jobs by id, every job in ``subject``'s subtree, or the unfinished steps
-        of ``workflow``. Running ones are cancelled by their workers; side effects are
-        not undone (docs/concepts/leases.md#cancellation)."""
-        given = sum(x is not None for x in (ids, subject, workflow))
-        if given == 0:
-            raise ValueError("cancel() needs ids=, subject= or workflow=")
-        if given > 1:
-            raise ValueError("cancel() takes one of ids=, subject= or workflow=")
-        if workflow is not None:
-            found = await self.store.workflow(parse_uuid(workflow, what="workflow id"), conn=conn)
-            if found is None:
-                return 0
-            return await self.store.cancel(ids=[step for _, step in found.steps], conn=conn,
-                                           unfinished=True)
-        if ids is not None:
-            return await self.store.cancel(ids=[parse_uuid(i) for i in ids], conn=conn)
-        return await self.store.cancel(subject=normalize_subject(subject or ""), conn=conn)
-
-    async def retry(
-        self,
-        *,
-        ids: Sequence[UUID | str] | None = None,
-        kind: str | None = None,
-        status: Status | str = Status.DEAD,
-    ) -> int:
-        """Redrive dead jobs: back to pending, fresh failure budget, journal ``redriven``."""
-        if _status(status) is not Status.DEAD:
-            raise ValueError("only dead jobs can be retried (status='dead')")
-        if ids is None and kind is None:
-            raise ValueError("retry() needs ids= or kind=")
-        if ids is not None:
-            return await self.store.retry(ids=[parse_uuid(i) for i in ids])
-        return await self.store.retry(kind=kind)
-
-    async def cleanup(
-        self,
-        *,
-        finished_before: dt.datetime,
-        kind: str | None = None,
-        status: Status | str | None = None,
-    ) -> int:
-        """Delete finished jobs (and their journals) older than ``finished_before``."""
-        st = None if status is None else _status(status)
-        if st is not None and not st.terminal:
-            raise ValueError("cleanup only removes finished jobs: status must be completed or dead")
-        if finished_before.tzinfo is None:
-            raise ValueError("finished_before must be timezone-aware")
-        return await self.store.cleanup(CleanupCriteria(finished_before, kind, st))
-
-
-def _kind(kind: str) -> str:
-    if not isinstance(kind, str) or not kind or kind != kind.strip():
-        raise ValueError(f"kind {kind!r} must be a non-empty string without surrounding spaces")
-    return kind
-
-
-def _check_limit(limit: int) -> None:
-    if not 1 <= limit <= 10_000:
-        raise ValueError("limit must be between 1 and 10000")
-
-
-def _page(rows: list[JobRecord], limit: int, cursor: Any) -> Page:
-    """A page of at most ``limit`` of ``rows`` (read one more than that: whether
-    there is a next page); ``cursor(job)`` names the last one."""
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return Page(rows, cursor(rows[-1]) if more else None)
-
-
