@@ -35,7 +35,8 @@ from venturi import SyncQueue
 from venturi.store.base import ClaimRequest
 from venturi.store.flow import Limits, Rate
 from venturi.store.postgres import PostgresStore
-from venturi.store.postgres.asyncpg_driver import _usable, session_settings
+from venturi.store.postgres.asyncpg_driver import _usable
+from venturi.store.postgres.asyncpg_setup import session_settings
 from venturi.store.postgres.driver import CACHED_PLAN_SETTINGS
 
 REQUEST = ClaimRequest(claimed_by="plan/1", leases={"embed": dt.timedelta(seconds=30)},

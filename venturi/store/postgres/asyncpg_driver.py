@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, cast
-from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 
@@ -26,7 +25,8 @@ from .asyncpg_errors import DRIVER_ERRORS, TRANSIENT_ERRORS, translate, translat
 from .asyncpg_executor import AsyncpgExecutor
 from .asyncpg_plans import GENERIC_AFTER, PlanModes
 from .asyncpg_sessions import AsyncpgIdentityLock, AsyncpgListener, AsyncpgMaintenance
-from .driver import CACHED_PLAN_SETTINGS, SESSION_SETTINGS, Executor, Row
+from .asyncpg_setup import keep_session, session_settings, session_setup
+from .driver import CACHED_PLAN_SETTINGS, Executor, Row
 from .sqlstates import line
 
 # Connections for the statements marked ``-- plan: cached`` (the claim and the limited
@@ -37,46 +37,6 @@ CACHED_PLAN_CONNECTIONS = 2
 # How long a kept connection stays out of the pool, unused, for the next statement
 # that asked to keep it (between one and two times this): see AsyncpgDriver._keep.
 LINGER = 0.05
-
-
-async def _keep_session(conn: asyncpg.Connection) -> None:
-    """Pool reset hook that skips asyncpg's reset query, a round trip on every
-    release. Safe because the store leaves no session state on pool connections:
-    LISTEN and session locks live on dedicated connections, migrate() takes a
-    transaction-scoped lock, and asyncpg itself still rolls back a transaction
-    left open."""
-
-
-def session_settings(dsn: str, pooler: bool,
-                     wanted: Mapping[str, str] = SESSION_SETTINGS) -> dict[str, str] | None:
-    """The settings each of the pool's connections makes when it opens:
-    ``driver.SESSION_SETTINGS`` (``wanted``), less any the DSN sets itself
-    (``?plan_cache_mode=auto`` keeps PostgreSQL's default). None behind a pooler
-    (``--pooler``): a session setting would land on whichever server connection
-    PgBouncer lent, and without a statement cache asyncpg sends unnamed statements,
-    which PostgreSQL plans with their parameters every time anyway."""
-    if pooler:
-        return None
-    try:
-        given = parse_qs(urlsplit(dsn).query)
-    except ValueError:
-        given = {}
-    return {k: v for k, v in wanted.items() if k not in given} or None
-
-
-def session_setup(settings: Mapping[str, str] | None) -> Any:
-    """The pool's ``init``: ``SET`` each setting once per new connection, a statement
-    rather than a startup parameter, so that a PgBouncer in front (in session mode,
-    without ``--pooler``) lets the connection through: PgBouncer refuses startup
-    parameters it does not track. The names and values are venturi's constants."""
-    if not settings:
-        return None
-    statement = "; ".join(f"SET {name} = {value}" for name, value in settings.items())
-
-    async def init(conn: asyncpg.Connection) -> None:
-        await conn.execute(statement)
-
-    return init
 
 
 def _usable(c: Any) -> bool:
@@ -152,7 +112,7 @@ class AsyncpgDriver:
                 dsn, min_size=min_size, max_size=max_size, timeout=connect_timeout,
                 statement_cache_size=0 if pooler else 256,
                 max_inactive_connection_lifetime=60.0,
-                reset=_keep_session if plans is None else plans.reset,
+                reset=keep_session if plans is None else plans.reset,
                 init=session_setup(settings),
                 connect=cast(Any, _connect.connect),  # the stubs' protocol spells out every option
             )
@@ -174,7 +134,7 @@ class AsyncpgDriver:
             # connection and a plan before its first job.
             cached = asyncpg.create_pool(
                 dsn, min_size=0, max_size=CACHED_PLAN_CONNECTIONS, timeout=connect_timeout,
-                max_inactive_connection_lifetime=0, reset=_keep_session,
+                max_inactive_connection_lifetime=0, reset=keep_session,
                 init=session_setup(session_settings(dsn, False, CACHED_PLAN_SETTINGS)),
                 connect=cast(Any, _connect.connect))
             await cached  # no connection yet: only checks the options

@@ -65,6 +65,6 @@ class PlanModes:
 
     async def reset(self, conn: Any) -> None:
         """The pool's reset hook: no round trip for a session that was not switched
-        (asyncpg's own reset query is skipped, see asyncpg_driver._keep_session)."""
+        (asyncpg's own reset query is skipped, see asyncpg_setup.keep_session)."""
         if self.generic:
             await self.to_own(conn)
