@@ -92,6 +92,16 @@ def prefetch(value: str, option: str = "--prefetch") -> int | Literal["auto"]:
     return int(text)
 
 
+def gc_threshold(value: str, option: str = "--gc-threshold") -> int | None:
+    """A young-generation threshold, 1..10000000, or 0 / off: leave the collector alone."""
+    text = value.strip().lower()
+    if text in ("0", "off"):
+        return None
+    if not text.isdigit() or int(text) > 10_000_000:
+        fail(f"{option}: {value!r} is not off or a threshold in 1..10000000", code=USAGE)
+    return int(text)
+
+
 def json_object(value: str, option: str) -> dict[str, Any]:
     try:
         parsed = orjson.loads(value)

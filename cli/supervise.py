@@ -56,6 +56,10 @@ def worker(
     maintenance: Annotated[str, typer.Option(
         help="on: vacuum the queue's tables where autovacuum is off or behind (one "
              "worker of the queue at a time); off: leave it to autovacuum.")] = "on",
+    gc_threshold: Annotated[str, typer.Option(
+        help="While running, hold the garbage collector's young threshold at least this "
+             "high (CPython's is 700; docs/operations/sizing.md); off leaves it alone.")
+    ] = "10000",
     http: Annotated[str | None, typer.Option(
         help="Serve /healthz, /readyz and /metrics on HOST:PORT (needs the web extra: "
              "pip install 'venturi[web]').")] = None,
@@ -85,6 +89,7 @@ def worker(
         drain_grace = params.duration(grace, "--grace")
         keep = params.retention(retention)
         ahead = params.prefetch(prefetch)
+        young = params.gc_threshold(gc_threshold)
         if maintenance not in ("on", "off"):
             fail(f"--maintenance: {maintenance!r} is not on or off", code=USAGE)
         if log_format not in (None, "json", "console"):
@@ -119,6 +124,7 @@ def worker(
                 prefetch=ahead, grace=drain_grace, retention=keep or {}, listen_dsn=listen_dsn,
                 http=http, dashboard=dashboard, dashboard_read_only=read_only,
                 handle_signals=True, maintenance=maintenance == "on",
+                gc_threshold=young,
             )
         except venturi.ConfigError as exc:
             fail(str(exc), code=USAGE)

@@ -141,6 +141,8 @@ def test_drain_and_worker_option_errors(cli: Cli) -> None:
     assert "--prefetch" in worker("--prefetch", "10001")
     assert "--log-format" in worker("--log-format", "xml")
     assert "--maintenance" in worker("--maintenance", "sometimes")
+    assert "--gc-threshold" in worker("--gc-threshold", "-1")
+    assert "--gc-threshold" in worker("--gc-threshold", "lots")
     assert "--http" in worker("--http", "nowhere")
     assert "worker name" in worker("--name", "a/b")
     line = one_line_error(cli("worker", "--app", APP, "--kinds", "cli.echo,nope,zzz"))

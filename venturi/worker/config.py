@@ -37,6 +37,11 @@ class WorkerConfig:
     work (``prefetch.py``, docs/concepts/leases.md); a number fixes it, 0 claims only
     for free slots. Prefetched jobs are leased, renewed and released like running ones.
 
+    ``gc_threshold``: while the worker runs, the garbage collector's young-generation
+    threshold is at least this (CPython's default, 700, costs a busy worker ≈ 10 % of
+    its CPU; docs/operations/sizing.md "Garbage collection"); process-wide, put back
+    when the last worker stops; ``None`` leaves the collector alone.
+
     ``maintenance``: when the worker vacuums the queue's tables itself, where
     autovacuum is off or behind (docs/operations/maintenance.md); a ``VacuumPolicy``,
     ``True`` for the default one, ``False`` or ``None`` for never (read it as
@@ -61,6 +66,7 @@ class WorkerConfig:
     dashboard: bool = False  # with http: the dashboard too (venturi.web)
     dashboard_read_only: bool = False  # the dashboard's views only, whatever its auth
     maintenance: VacuumPolicy | bool | None = field(default_factory=VacuumPolicy)
+    gc_threshold: int | None = 10_000  # the GC's young threshold while running (gcpolicy.py)
 
 
     def __post_init__(self) -> None:
@@ -69,6 +75,11 @@ class WorkerConfig:
             object.__setattr__(self, "maintenance", VacuumPolicy() if wanted else None)
         elif wanted is not None and not isinstance(wanted, VacuumPolicy):
             raise ConfigError(f"maintenance must be a VacuumPolicy, True or False, got {wanted!r}")
+        if self.gc_threshold is not None and (
+                not isinstance(self.gc_threshold, int) or isinstance(self.gc_threshold, bool)
+                or not 1 <= self.gc_threshold <= 10_000_000):
+            raise ConfigError(f"gc_threshold must be None or an int in 1..10000000, "
+                              f"got {self.gc_threshold!r}")
         if not isinstance(self.concurrency, int) or not 1 <= self.concurrency <= 10_000:
             raise ConfigError(f"concurrency must be an int in 1..10000, got {self.concurrency!r}")
         if self.prefetch != "auto" and (

@@ -33,6 +33,7 @@ from .deadlines import DeadlineWatcher, StallMonitor
 from .drain import WorkerDrain
 from .executor import Executor
 from .flow import Flow
+from .gcpolicy import young_threshold
 from .health import DatabaseHealth, GaveUp, Health
 from .heartbeat import Heartbeat
 from .held import HeldJobs
@@ -204,6 +205,7 @@ class Worker(WorkerDrain):
             with contextlib.ExitStack() as hooks:
                 if self.config.handle_signals:  # from now on, through the boot too
                     hooks.enter_context(STOP_SIGNALS.listening(self._on_signal))
+                hooks.enter_context(young_threshold(self.config.gc_threshold))
                 async with AsyncExitStack() as stack:
                     started = await self._start(stack)
                     if started is not None:  # None: stopped before it held a name
