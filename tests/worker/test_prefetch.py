@@ -9,7 +9,9 @@ worker gets work while the first is busy, a drain releases what was claimed ahea
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import math
+import uuid
 from collections.abc import Iterable
 from typing import ClassVar
 from uuid import UUID
@@ -19,7 +21,8 @@ import pytest
 import venturi
 from venturi import Queue, Status
 from venturi.errors import ConfigError
-from venturi.worker.held import HeldJobs
+from venturi.store.base import JobRecord
+from venturi.worker.held import Held, HeldJobs, HeldState
 from venturi.worker.metrics import WorkerMetrics
 from venturi.worker.prefetch import WAIT_BOUND, ClaimWindow, Prefetch
 
@@ -123,6 +126,26 @@ async def test_held_jobs_tell_how_long_nothing_has_been_active() -> None:
         held._deactivate()
     clock.now += 0.003
     assert held.idle_for() == pytest.approx(0.003)
+
+
+def _held(n: int, state: HeldState, started: float = 0.0) -> Held:
+    now = dt.datetime.now(dt.UTC)
+    record = JobRecord(uuid.uuid4(), "k", {}, 1, Status.CLAIMED, now, now, now, "w", None, 1,
+                       0, 25, None, None, None, False)
+    return Held(record, dt.timedelta(seconds=30), 0.0, state=state, started=started)
+
+
+async def test_the_oldest_running_start_is_found_past_settling_and_unstarted_jobs() -> None:
+    """The claimer asks before each claim; claim order is start order (one FIFO inbox)."""
+    held = HeldJobs(WorkerMetrics(), asyncio.Event(), FakeClock())
+    assert list(held.oldest_start()) == []
+    for h in (_held(1, HeldState.SETTLING, 1.0),   # finished, not yet settled
+              _held(2, HeldState.RUNNING),          # handed to a slot, not started yet
+              _held(3, HeldState.RUNNING, 5.0),
+              _held(4, HeldState.RUNNING, 6.0),
+              _held(5, HeldState.BUFFERED)):
+        held.by_id[h.id] = h
+    assert list(held.oldest_start()) == [5.0]
 
 
 def test_a_fixed_window_claims_once_the_window_is_free_or_the_buffer_empty() -> None:

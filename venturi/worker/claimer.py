@@ -23,7 +23,7 @@ from .clock import DbClock
 from .fairness import Fairness
 from .flow import Flow
 from .health import DatabaseHealth
-from .held import Held, HeldJobs, HeldState
+from .held import Held, HeldJobs
 from .identity import Identity
 from .metrics import KindMetrics
 from .prefetch import Prefetch
@@ -65,10 +65,6 @@ class Claimer:
         return (window.overlap and not self.claiming and self._claim_wanted.is_set()
                 and window.claim_now(held.active, held.inbox.qsize()) > 0)
 
-    def _running_since(self) -> list[float]:
-        return [h.started for h in self._held.by_id.values()
-                if h.state is HeldState.RUNNING and h.started]
-
     async def run(self, *, until_empty: bool = False) -> bool:
         """Claim until a stop is requested; with ``until_empty``, also until no runnable
         work is left (then True: the caller drains the worker)."""
@@ -79,7 +75,7 @@ class Claimer:
             self._claim_wanted.clear()
             if self._stop.is_set():
                 return False
-            window = prefetch.window(self._running_since)
+            window = prefetch.window(held_jobs.oldest_start)
             free = window.claim_now(held_jobs.active, held_jobs.inbox.qsize())
             if not free:
                 continue  # no room, or the slots have buffered work: wait for a worthwhile batch

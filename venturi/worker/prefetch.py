@@ -148,7 +148,8 @@ class Prefetch:
 
     def window(self, running_since: Callable[[], Iterable[float]]) -> ClaimWindow:
         """The window for the claim about to go out. ``running_since`` gives the start
-        times of the runs going on now (asked only when the window would be open)."""
+        times of the runs going on now, or just the oldest's (asked only when the window
+        would be open)."""
         if self._fixed is not None:
             return self.current
         now = self._clock()
