@@ -96,3 +96,32 @@ async def test_two_workers_overlapping_restore_after_both() -> None:
 def test_bad_gc_threshold_is_refused_with_its_name(bad: object) -> None:
     with pytest.raises(ConfigError, match="gc_threshold"):
         WorkerConfig(gc_threshold=bad)  # type: ignore[arg-type]
+
+
+def test_workers_in_threads_of_their_own_restore_after_the_last() -> None:
+    """Start and stop counted under a lock: eight threads, each an event loop and a
+    worker, holding the threshold in overlapping spans."""
+    import threading
+
+    barrier = threading.Barrier(8)
+    seen: list[int] = []
+
+    class Meets(venturi.Task, kind="gc.meets"):
+        async def run(self, ctx: venturi.Context) -> None:
+            await asyncio.to_thread(barrier.wait, 10)  # all eight running at once
+            seen.append(gc.get_threshold()[0])
+
+    def one() -> None:
+        async def go() -> None:
+            queue = Queue(MemoryStore())
+            await queue.enqueue(Meets())
+            await Worker(queue, tasks=[Meets]).run(until_empty=True)
+        asyncio.run(go())
+
+    threads = [threading.Thread(target=one) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert seen == [10_000] * 8
+    assert gc.get_threshold() == (700, 10, 10)

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import threading
 from collections.abc import Iterator
 
+_lock = threading.Lock()  # workers may start and stop in threads of their own
 _holders = 0
 _saved: tuple[int, int, int] | None = None  # the process's thresholds before the first holder
 _ours: int | None = None  # the young threshold the first holder set, or None: left alone
@@ -30,20 +32,22 @@ def young_threshold(threshold: int | None) -> Iterator[None]:
     if threshold is None:
         yield
         return
-    if _holders == 0:
-        _saved = gc.get_threshold()
-        young, *older = _saved
-        if gc.isenabled() and 0 < young < threshold:
-            gc.set_threshold(threshold, *older)
-            _ours = threshold
-        else:
-            _ours = None
-    _holders += 1
+    with _lock:
+        if _holders == 0:
+            _saved = gc.get_threshold()
+            young, *older = _saved
+            if gc.isenabled() and 0 < young < threshold:
+                gc.set_threshold(threshold, *older)
+                _ours = threshold
+            else:
+                _ours = None
+        _holders += 1
     try:
         yield
     finally:
-        _holders -= 1
-        if _holders == 0:
-            if _ours is not None and _saved is not None and gc.get_threshold()[0] == _ours:
-                gc.set_threshold(*_saved)
-            _saved = _ours = None
+        with _lock:
+            _holders -= 1
+            if _holders == 0:
+                if _ours is not None and _saved is not None and gc.get_threshold()[0] == _ours:
+                    gc.set_threshold(*_saved)
+                _saved = _ours = None
