@@ -8,9 +8,10 @@ for the development server, registered by its own module.
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
+from typer.core import TyperGroup
 
 import venturi
 from venturi.worker.signals import STOP_SIGNALS
@@ -18,8 +19,59 @@ from venturi.worker.signals import STOP_SIGNALS
 from . import admin, dev, flow, queries, supervise, web
 from .session import GlobalOptions
 
+
+def _click_class(name: str) -> type[Exception]:
+    """One of click's exception classes, from wherever this typer takes click (0.29 ships
+    its own copy as a private module; earlier ones use click): found from the public
+    ``typer.BadParameter``, whose base ``UsageError`` is."""
+    usage = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+    found = usage if name == "UsageError" else getattr(sys.modules[usage.__module__], name, None)
+    return found if isinstance(found, type) else _Never
+
+
+class _Never(Exception):
+    """Stands for a class this click does not have: never raised."""
+
+
+_USAGE = _click_class("UsageError")
+_HELP = _click_class("NoArgsIsHelpError")  # a group called without a command: its help
+
+
+def _one_line(exc: Exception) -> NoReturn:
+    """A bad option, value or command as one line, like every other error of the CLI."""
+    ctx = getattr(exc, "ctx", None)
+    path = getattr(ctx, "command_path", None) or "venturi"
+    message = " ".join(str(getattr(exc, "format_message", exc.__str__)()).split())
+    typer.echo(f"venturi: error: {message} (see {path} --help)", err=True)
+    raise typer.Exit(getattr(exc, "exit_code", 2))
+
+
+class OneLineUsage(TyperGroup):
+    """Typer draws click's usage errors (a value out of range, an unknown option or
+    command) as a box of six lines; the CLI's own checks print one ``venturi: error:``
+    line (tests/cli/conftest.py ``one_line_error``). Both parses pass through here: the
+    global options' (``make_context``) and the command's with its options (``invoke``)."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)
+        except _HELP:
+            raise
+        except _USAGE as exc:
+            _one_line(exc)
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _HELP:
+            raise
+        except _USAGE as exc:
+            _one_line(exc)
+
+
 app = typer.Typer(
     name="venturi",
+    cls=OneLineUsage,
     help="venturi: a durable job queue on PostgreSQL. Start, drain and inspect workers.\n\n"
     "--dsn, --prefix and --json are accepted before or after the command.",
     no_args_is_help=True,

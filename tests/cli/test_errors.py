@@ -9,7 +9,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from .conftest import APP, Cli
+from .conftest import APP, Cli, one_line_error
 
 SECRET = "s3cret-Pw9"
 
@@ -83,3 +83,28 @@ def test_bad_app_module_import_errors_are_one_line(bare: Cli, tmp_path: Path) ->
                              ("typo_tasks", "syntax error")):
         proc = bare.subprocess("--dsn", bare.dsn, "enqueue", "x", "--app", module, env=env)
         assert f"--app {module}" in check(proc, 1, expected)
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["worker", "--app", APP, "--concurrency", "0"], "Invalid value for '--concurrency'"),
+    (["worker", "--app", APP, "--concurrency", "lots"], "Invalid value for '--concurrency'"),
+    (["jobs", "--limit", "0"], "Invalid value for '--limit'"),
+    (["dev", "--jobs", "0"], "Invalid value for '--jobs'"),
+    (["stats", "--no-such-option"], "No such option: --no-such-option"),
+    (["--no-such-option", "stats"], "No such option: --no-such-option"),
+    (["no-such-command"], "No such command 'no-such-command'"),
+])
+def test_usage_errors_are_one_line_naming_the_problem(
+        cli: Cli, args: list[str], expected: str) -> None:
+    """What click itself refuses (a value out of range or of the wrong type, an unknown
+    option or command) reads like the CLI's own checks: one line, exit 2."""
+    line = one_line_error(cli(*args), code=2)
+    assert expected in line and "--help" in line, line
+
+
+def test_usage_error_through_the_console_script_and_help_still_shown(cli: Cli) -> None:
+    proc = cli.subprocess("worker", "--app", APP, "--concurrency", "0")
+    check(proc, 2, "(see venturi worker --help)")
+    bare_call = cli.subprocess()  # no command: the help, as before
+    assert bare_call.returncode == 2 and "Usage: venturi" in bare_call.stdout + bare_call.stderr
+    assert "venturi: error:" not in bare_call.stderr
