@@ -17,33 +17,21 @@ import venturi
 from venturi.worker.signals import STOP_SIGNALS
 
 from . import admin, dev, flow, queries, supervise, web
-from .session import GlobalOptions
+from .session import GlobalOptions, fail
+
+# click's usage errors, from wherever this typer takes click (0.29 ships its own copy as a
+# private module, earlier ones use click): the public typer.BadParameter's base.
+_USAGE: type[Exception] = next(
+    c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+# A group called without a command raises it to show its help (click 8.2 and later).
+_HELP: type[Exception] | tuple[()] = getattr(
+    sys.modules[_USAGE.__module__], "NoArgsIsHelpError", ())
 
 
-def _click_class(name: str) -> type[Exception]:
-    """One of click's exception classes, from wherever this typer takes click (0.29 ships
-    its own copy as a private module; earlier ones use click): found from the public
-    ``typer.BadParameter``, whose base ``UsageError`` is."""
-    usage = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
-    found = usage if name == "UsageError" else getattr(sys.modules[usage.__module__], name, None)
-    return found if isinstance(found, type) else _Never
-
-
-class _Never(Exception):
-    """Stands for a class this click does not have: never raised."""
-
-
-_USAGE = _click_class("UsageError")
-_HELP = _click_class("NoArgsIsHelpError")  # a group called without a command: its help
-
-
-def _one_line(exc: Exception) -> NoReturn:
+def _one_line(exc: Any) -> NoReturn:
     """A bad option, value or command as one line, like every other error of the CLI."""
-    ctx = getattr(exc, "ctx", None)
-    path = getattr(ctx, "command_path", None) or "venturi"
-    message = " ".join(str(getattr(exc, "format_message", exc.__str__)()).split())
-    typer.echo(f"venturi: error: {message} (see {path} --help)", err=True)
-    raise typer.Exit(getattr(exc, "exit_code", 2))
+    path = exc.ctx.command_path if exc.ctx is not None else "venturi"
+    fail(f"{' '.join(exc.format_message().split())} (see {path} --help)", code=exc.exit_code)
 
 
 class OneLineUsage(TyperGroup):
