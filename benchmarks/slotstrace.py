@@ -40,11 +40,10 @@ import asyncpg
 import venturi
 from venturi import Queue, Worker, WorkerConfig
 
-from .harness import fresh_prefix, truncate
+from .harness import DEFAULT_DSN, fresh_prefix, truncate
 from .scenarios.worker import fill, quiet_logs
 
 KIND = "bench.slotstrace"
-DEFAULT_DSN = "postgresql://root@127.0.0.1:5432/test"
 
 SLEEP = [0.02]
 STARTS: list[float] = []
@@ -126,7 +125,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=200)
     parser.add_argument("--sleep", type=float, default=0.02)
     parser.add_argument("--gc-threshold", default="10000")
-    parser.add_argument("--dsn", default=os.environ.get("VENTURI_BENCH_DSN", DEFAULT_DSN))
+    parser.add_argument("--dsn", default=os.environ.get("VENTURI_DSN", DEFAULT_DSN))
     asyncio.run(_main(parser.parse_args()))
 
 
