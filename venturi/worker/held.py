@@ -137,7 +137,7 @@ class HeldJobs:
         from one FIFO inbox in the order they were claimed, and ``by_id`` keeps that
         order, so the first running job found is the oldest (to within a slot's hop):
         the scan stops there instead of walking every held job before each claim, which
-        was ≈ 4 % of a 200-slot worker's CPU."""
+        was 2-4 % of a 200-slot worker's CPU."""
         for held in self.by_id.values():
             if held.state is HeldState.RUNNING and held.started:
                 yield held.started
