@@ -20,6 +20,7 @@ from structlog.testing import capture_logs
 import venturi
 from venturi import Queue, Status, WorkerConfig
 from venturi.errors import DatabaseUnavailable
+from venturi.worker.waker import Poller
 
 from ..conftest import wait_for
 from .conftest import ROOT, running
@@ -159,3 +160,49 @@ async def test_venturi_worker_exits_non_zero_on_a_bug_in_a_service(
     assert lines == ["venturi: error: unexpected RuntimeError: injected bug in next_visible_at"
                      " (set VENTURI_DEBUG=1 for the traceback)"], lines
     assert "Traceback" not in broken.stderr + broken.stdout
+
+
+class _HeldBackListen:
+    """The store's LISTEN session, opened only once ``gate`` is set."""
+
+    def __init__(self, real: Any, gate: asyncio.Event) -> None:
+        self._real = real
+        self._gate = gate
+
+    async def __aenter__(self) -> Any:
+        await self._gate.wait()
+        return await self._real.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._real.__aexit__(*exc)
+
+
+async def test_jobs_waiting_at_boot_are_claimed_before_the_listen_session_is_up(
+        pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first claim does not wait for LISTEN (whose connection is the slowest part of a
+    boot): with the session held back and the poller stopped (while LISTEN is down it would
+    look every second), a job enqueued before the worker started still runs. Once LISTEN is
+    up, the worker claims on its notifications (waker.py)."""
+    gate = asyncio.Event()
+    real_listen = pgq.store.listen
+    monkeypatch.setattr(pgq.store, "listen", lambda: _HeldBackListen(real_listen(), gate))
+
+    async def no_polls(self: Poller) -> None:
+        await asyncio.Event().wait()
+    monkeypatch.setattr(Poller, "run", no_polls)
+    job = await pgq.enqueue(Ping())
+    worker = venturi.Worker(pgq, tasks=[Ping], concurrency=1)
+    async with running(worker, ready=False):
+        await wait_for(lambda: _completed(pgq, job), timeout=10,
+                       what="the job waiting at boot to complete")
+        assert not worker.health.listening
+        gate.set()
+        await wait_for(lambda: worker.health.listening, what="LISTEN, once let through")
+        second = await pgq.enqueue(Ping())
+        await wait_for(lambda: _completed(pgq, second), timeout=10,
+                       what="a job enqueued once LISTEN is up to complete")
+
+
+async def _completed(queue: Queue, job: Any) -> bool:
+    row = await queue.job(job.id)
+    return row is not None and row.status is Status.COMPLETED

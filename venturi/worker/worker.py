@@ -279,6 +279,9 @@ class Worker(WorkerDrain):
                 slots.start(slot_group)
                 for service in self._services(lock):
                     services.start_soon(service)
+                # Claim at once, not after the waker LISTENs: it wants a claim again once
+                # it does, for the notifications sent before (waker.py).
+                self._claim_wanted.set()
                 if await self._claimer.run(until_empty=until_empty):  # until a stop
                     self.request_drain(0)
                 await self._shutdown(slots, slot_group)
