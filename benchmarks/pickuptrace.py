@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import math
 import os
 import statistics
@@ -53,8 +52,8 @@ from venturi.store.postgres import asyncpg_sessions
 
 from .harness import DEFAULT_DSN, fresh_prefix
 from .raw import INSERT_NOTIFY, RawConsumer
-from .scenarios.worker import _until, probe_in_process, quiet_logs
-from .tasks import KIND, Probe, payload
+from .scenarios.worker import probe_in_process, quiet_logs
+from .tasks import KIND, Probe, Starts, payload
 
 STAGES = ("commit → notified", "notified → claim sent", "claim round trip",
           "claim back → started", "total")
@@ -177,7 +176,7 @@ async def trace(dsn: str, n: int, rate: float = 50.0) -> dict[str, Any]:
         insert = INSERT_NOTIFY.format(p=rp)
         try:
             with quiet_logs():
-                raw_started: dict[int, float] = {}
+                raw_started = Starts()
                 async with (probe_in_process(queue) as started,
                             RawConsumer(dsn, rp, lambda p: raw_started.__setitem__(
                                 p["n"], time.perf_counter())) as raw):
@@ -191,8 +190,7 @@ async def trace(dsn: str, n: int, rate: float = 50.0) -> dict[str, Any]:
                             v_marks.begin()
                             await queue.enqueue(Probe(n=k, uri=f"s3://bench/objects/{k:08d}"))
                             committed = time.perf_counter()
-                            await _until(functools.partial(started.__contains__, k), 10,
-                                         "a venturi pickup")
+                            await started.wait(k, 10, "a venturi pickup")
                             if (row := v_marks.stages(committed, started[k])) is not None:
                                 rows["venturi"].append(row)
                         else:
@@ -200,8 +198,7 @@ async def trace(dsn: str, n: int, rate: float = 50.0) -> dict[str, Any]:
                             await conn.fetchval(insert, uuid7_many(1)[0], KIND,
                                                 orjson.dumps(payload(k)).decode())
                             committed = time.perf_counter()
-                            await _until(functools.partial(raw_started.__contains__, k), 10,
-                                         "a raw pickup")
+                            await raw_started.wait(k, 10, "a raw pickup")
                             if (row := r_marks.stages(committed, raw_started[k])) is not None:
                                 rows["raw"].append(row)
         finally:

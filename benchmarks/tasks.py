@@ -13,11 +13,38 @@ PROBE_KIND = "bench.probe"
 SLEEPY_KIND = "bench.sleepy"
 SLEEP = 0.02  # seconds a Sleepy job waits
 
+
+class Starts(dict[int, float]):
+    """Start times by job number, and a wait for one to come in (no polling: a poll
+    loop's own wake-ups would land in the timings it waits for)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._waiting: dict[int, asyncio.Event] = {}
+
+    def __setitem__(self, n: int, at: float) -> None:
+        super().__setitem__(n, at)
+        waiting = self._waiting.pop(n, None)
+        if waiting is not None:
+            waiting.set()
+
+    async def wait(self, n: int, seconds: float, what: str) -> None:
+        if n in self:
+            return
+        arrived = self._waiting[n] = asyncio.Event()
+        try:
+            await asyncio.wait_for(arrived.wait(), seconds)
+        except TimeoutError:
+            raise RuntimeError(f"timed out waiting for {what}") from None
+        finally:
+            self._waiting.pop(n, None)
+
+
 # Probe handlers record when they started, by job number (perf_counter: CLOCK_MONOTONIC,
 # the same clock in every process of the host, so a worker process's start times compare
 # with the producer's commit times). A worker process also reports each start to the
 # parent through ``REPORT``.
-STARTED: dict[int, float] = {}
+STARTED = Starts()
 REPORT: Callable[[int, float], None] | None = None
 
 

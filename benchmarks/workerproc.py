@@ -6,10 +6,11 @@ that configures no logging, as an application embedding venturi may not),
 ``worker-cli-logs`` (the same under the logging configuration ``venturi worker``
 installs: JSON at INFO, here on stderr), ``worker-otel-api`` / ``worker-otel-sdk``
 (the worker with tracing set up so, :mod:`benchmarks.otel`), ``worker-sleepy`` (jobs
-that wait 20 ms), ``worker-probe`` (the pickup probe, below) or ``raw`` (the batched
-raw loop of :mod:`benchmarks.scenarios.worker`). Every worker runs with the library's
-defaults but for the concurrency. Talks to the parent over stdin/stdout, one line
-at a time, so the parent's clock and its /proc samples bracket exactly the drain:
+that wait 20 ms), ``worker-probe`` and ``raw-probe`` (the pickup probes, below) or
+``raw`` (the batched raw loop of :mod:`benchmarks.scenarios.worker`). Every worker
+runs with the library's defaults but for the concurrency. Talks to the parent over
+stdin/stdout, one line at a time, so the parent's clock and its /proc samples bracket
+exactly the drain:
 
 - the child connects and prints ``ready``;
 - the parent writes ``go``; the child drains and prints ``done {json}``;
@@ -17,7 +18,8 @@ at a time, so the parent's clock and its /proc samples bracket exactly the drain
 
 ``worker-probe`` runs an idle worker instead: it prints ``ready`` once the worker
 LISTENs, then ``started N T`` as each probe job N starts (T its ``perf_counter``),
-and drains on ``exit``.
+and drains on ``exit``; ``raw-probe`` does the same with the raw LISTEN + claim loop
+(:class:`benchmarks.raw.RawConsumer`), PREFIX its table's.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import time
 from venturi import Queue, Worker, logs
 
 from . import otel, tasks
-from .raw import raw_drain
+from .raw import RawConsumer, raw_drain
 from .tasks import Noop, Probe, Sleepy
 
 
@@ -49,6 +51,9 @@ async def main(mode: str, dsn: str, prefix: str, concurrency: int) -> None:
     async with Queue.connect(dsn, prefix=prefix) as queue:
         if mode == "worker-probe":
             await probe(Worker(queue, tasks=[Probe], concurrency=concurrency))
+            return
+        if mode == "raw-probe":
+            await raw_probe(dsn, prefix)
             return
         task = Sleepy if mode == "worker-sleepy" else Noop
         worker = None if mode == "raw" else Worker(queue, tasks=[task],
@@ -87,6 +92,16 @@ async def probe(worker: Worker) -> None:
     await _line()
     await worker.drain(grace=5)
     await run
+
+
+async def raw_probe(dsn: str, prefix: str) -> None:
+    """The pickup scenario's raw LISTEN + claim loop, reporting as ``worker-probe`` does."""
+    def started(payload: dict[str, int]) -> None:
+        print(f"started {payload['n']} {time.perf_counter()!r}", flush=True)
+
+    async with RawConsumer(dsn, prefix, started):
+        print("ready", flush=True)
+        await _line()
 
 
 if __name__ == "__main__":

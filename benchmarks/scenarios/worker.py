@@ -41,6 +41,7 @@ from ..tasks import (
     Noop,
     Probe,
     Sleepy,
+    Starts,
     payload,
 )
 
@@ -243,7 +244,7 @@ async def running(worker: Worker) -> AsyncIterator[Worker]:
 
 
 @contextlib.asynccontextmanager
-async def probe_in_process(queue: Queue) -> AsyncIterator[dict[int, float]]:
+async def probe_in_process(queue: Queue) -> AsyncIterator[Starts]:
     """An idle in-process worker (concurrency 10, defaults): its probes' start times."""
     STARTED.clear()
     async with running(Worker(queue, tasks=[Probe], concurrency=10)):
@@ -251,11 +252,13 @@ async def probe_in_process(queue: Queue) -> AsyncIterator[dict[int, float]]:
 
 
 @contextlib.asynccontextmanager
-async def probe_in_child(bench: Bench, prefix: str) -> AsyncIterator[dict[int, float]]:
-    """An idle worker in a process of its own (concurrency 10, defaults), reporting its
-    probes' start times (``perf_counter``: one clock for every process of the host)."""
-    child = await Child.start("worker-probe", bench.dsn, prefix, 10)
-    started: dict[int, float] = {}
+async def probe_in_child(bench: Bench, prefix: str, mode: str = "worker-probe",
+                         ) -> AsyncIterator[Starts]:
+    """An idle worker in a process of its own (concurrency 10, defaults), or with
+    ``mode="raw-probe"`` the raw LISTEN + claim loop, reporting its probes' start times
+    (``perf_counter``: one clock for every process of the host)."""
+    child = await Child.start(mode, bench.dsn, prefix, 10)
+    started = Starts()
 
     async def read() -> None:
         while (line := await child.read()).startswith("started "):
@@ -272,6 +275,15 @@ async def probe_in_child(bench: Bench, prefix: str) -> AsyncIterator[dict[int, f
             await reader
 
 
+@contextlib.asynccontextmanager
+async def raw_in_process(dsn: str, prefix: str) -> AsyncIterator[Starts]:
+    """The raw LISTEN + claim loop in this process: its probes' start times."""
+    started = Starts()
+    async with RawConsumer(dsn, prefix,
+                           lambda p: started.__setitem__(p["n"], time.perf_counter())):
+        yield started
+
+
 async def pickup(bench: Bench, queue: Queue, raw_prefix: str, n: int,
                  rate: float = 50.0, *, process: bool = False, warmup: int = PICKUP_WARMUP,
                  ) -> tuple[list[float], list[float], float]:
@@ -282,22 +294,22 @@ async def pickup(bench: Bench, queue: Queue, raw_prefix: str, n: int,
     the k-th sample of each is taken within ``1/rate`` s of the other's, so both see the
     same machine (the order in a pair alternates). Commit time is when the producer's
     call returned; start time is what the handler recorded (in this process, or with
-    ``process`` in the worker's own); one clock (``perf_counter``). The first ``warmup``
-    pairs are run the same way and not counted: a consumer's first claims on a new
-    connection prepare (plan) their statements, a once-per-connection cost that ten
-    samples of a thousand would otherwise turn into the p99.
+    ``process`` in each consumer's own process); one clock (``perf_counter``). The
+    first ``warmup`` pairs are run the same way and not counted: a consumer's first
+    claims on a new connection prepare (plan) their statements, a once-per-connection
+    cost that ten samples of a thousand would otherwise turn into the p99.
     """
-    raw_started: dict[int, float] = {}
     committed: dict[str, dict[int, float]] = {"venturi": {}, "raw": {}}
     insert = INSERT_NOTIFY.format(p=raw_prefix)
     conn = await asyncpg.connect(bench.dsn)
-    consumer = probe_in_child(bench, queue.prefix) if process else probe_in_process(queue)
+    if process:
+        consumer = probe_in_child(bench, queue.prefix)
+        raw_consumer = probe_in_child(bench, raw_prefix, "raw-probe")
+    else:
+        consumer = probe_in_process(queue)
+        raw_consumer = raw_in_process(bench.dsn, raw_prefix)
     try:
-        async with (
-            consumer as started,
-            RawConsumer(bench.dsn, raw_prefix,
-                        lambda p: raw_started.__setitem__(p["n"], time.perf_counter())),
-        ):
+        async with consumer as started, raw_consumer as raw_started:
             start = time.perf_counter()
             tick = start
             for i in range(-2 * warmup, 2 * n):
@@ -307,13 +319,12 @@ async def pickup(bench: Bench, queue: Queue, raw_prefix: str, n: int,
                 if (i + k) % 2:  # alternate which goes first
                     await queue.enqueue(Probe(n=k, uri=f"s3://bench/objects/{k:08d}"))
                     committed["venturi"][k] = time.perf_counter()
-                    await _until(functools.partial(started.__contains__, k), 10,
-                                 "a venturi pickup")
+                    await started.wait(k, 10, "a venturi pickup")
                 else:
                     await conn.fetchval(insert, uuid7_many(1)[0], KIND,
                                         orjson.dumps(payload(k)).decode())
                     committed["raw"][k] = time.perf_counter()
-                    await _until(functools.partial(raw_started.__contains__, k), 10, "a raw pickup")
+                    await raw_started.wait(k, 10, "a raw pickup")
             seconds = time.perf_counter() - start
             ms_v = [(started[k] - t) * 1000 for k, t in committed["venturi"].items() if k >= 0]
     finally:
@@ -360,8 +371,10 @@ async def pickup_latency(bench: Bench) -> None:
     enqueue commit, on one clock (`perf_counter`, the host's monotonic clock). The raw
     reference: a plain asyncpg LISTEN connection and a claim loop (claim up to 100,
     mark done) woken by each notification, fed by an INSERT + pg_notify statement,
-    interleaved with venturi's jobs sample by sample in the same run (one for each
-    worker), so both p99s see the same machine. `PICKUP_SAMPLES` × the size's samples
+    placed as the worker is (in the benchmark's process, then in a process of its
+    own), interleaved with venturi's jobs sample by sample in the same run, so both
+    p99s see the same machine. The producer waits for each start on an event, not by
+    polling. `PICKUP_SAMPLES` × the size's samples
     each (3,000 at full size: a p99 is then the 30th-worst sample, not the 10th),
     after `PICKUP_WARMUP` uncounted pairs; the Worker's note gives the p99 ratio and
     its 95 % interval over resampled pairs."""
@@ -376,7 +389,6 @@ async def pickup_latency(bench: Bench) -> None:
             _pickup_figures(bench, ms_v, ms_r, seconds)
             ms_v, ms_r, seconds = await pickup(bench, queue, rp, n, process=True)
             _pickup_figures(bench, ms_v, ms_r, seconds, suffix=", own process",
-                            raw_suffix=", beside the worker process",
                             note="idle, LISTENing, a process of its own")
 
 
