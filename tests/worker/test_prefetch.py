@@ -24,7 +24,7 @@ from venturi.errors import ConfigError
 from venturi.store.base import JobRecord
 from venturi.worker.held import Held, HeldJobs, HeldState
 from venturi.worker.metrics import WorkerMetrics
-from venturi.worker.prefetch import WAIT_BOUND, ClaimWindow, Prefetch
+from venturi.worker.prefetch import SLOW_TRIP_BOUND, WAIT_BOUND, ClaimWindow, Prefetch
 
 from ..conftest import wait_for
 from .conftest import running
@@ -159,8 +159,25 @@ def test_a_fixed_window_claims_once_the_window_is_free_or_the_buffer_empty() -> 
 def test_the_window_holds_no_more_than_20_ms_of_work_at_the_rate_seen() -> None:
     clock = FakeClock()
     p = Prefetch(10, None, clock)
-    window = drive(p, clock, rate=5_000, rtt=0.050, seconds=0.5)  # a slow round trip
+    window = drive(p, clock, rate=5_000, rtt=0.010, seconds=0.5)
+    assert p.wait_bound == WAIT_BOUND
     assert window.capacity - 10 == int(p.pace * WAIT_BOUND) <= 100
+
+
+@pytest.mark.parametrize(("rtt", "bound"), [(0.050, 0.050), (0.300, SLOW_TRIP_BOUND)])
+def test_a_round_trip_longer_than_20_ms_is_the_bound_up_to_100_ms(
+        rtt: float, bound: float) -> None:
+    """A database far away or busy: another worker could not claim a buffered job sooner
+    than a round trip of its own, and a window of 20 ms of work would leave the slots
+    idle for the rest of every claim. The bound is then one round trip, at most 100 ms."""
+    clock = FakeClock()
+    p = Prefetch(10, None, clock)
+    window = drive(p, clock, rate=5_000, rtt=rtt, seconds=0.5)
+    assert p.wait_bound == pytest.approx(bound)
+    assert window.capacity - 10 == int(p.pace * bound) > int(p.pace * WAIT_BOUND)
+    p.ran("slow", 0.05)
+    p.ran("slow", 0.05)  # and a slow kind is bounded by it too: 10 × bound / 50 ms
+    assert p.window(nothing_running).capacity - 10 == int(10 * bound / 0.05)
 
 
 @pytest.mark.parametrize(("run", "ahead"), [(0.002, 100), (0.02, 10), (0.05, 4), (0.2, 1),

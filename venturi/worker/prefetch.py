@@ -10,7 +10,11 @@ justifies, bounded by how long a buffered job may wait (docs/concepts/leases.md,
 - ``WAIT_BOUND``: the buffer holds at most as many jobs as the slots get through in
   that time, at the rate observed and as if every job took as long as the slowest
   kind's runs so far (or the oldest run still going). A kind whose runs take longer
-  than the bound times the concurrency is not prefetched at all.
+  than the bound times the concurrency is not prefetched at all. Where a claim's round
+  trip is longer than that (a database far away, or busy), the bound is one round trip,
+  up to ``SLOW_TRIP_BOUND``: another worker could not claim a buffered job sooner than
+  its own round trip, and a window shorter than the round trip leaves the slots idle
+  for the rest of every claim.
 - within it, three times the jobs the slots run during one claim's round trip: the
   next claim goes out while a round trip's worth is still buffered, and returns before
   they run out, with about two round trips' worth.
@@ -32,6 +36,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 WAIT_BOUND = 0.020  # seconds of the slots' work a buffered job may wait behind
+SLOW_TRIP_BOUND = 0.100  # ... or as long as a claim's round trip, up to this
 RATE_HORIZON = 0.050  # seconds: the time constant of the observed job rate's average
 RTT_WEIGHT = 0.25  # weight of the latest claim in the round trip's moving average
 MAX_AHEAD = 10_000  # the largest window, fixed or adaptive (as WorkerConfig allows)
@@ -146,6 +151,11 @@ class Prefetch:
         the window: what the settler expects to collect if it waits (settler.py)."""
         return self._observe(self._clock())
 
+    @property
+    def wait_bound(self) -> float:
+        """How long a buffered job may wait behind the running ones (module doc)."""
+        return min(max(WAIT_BOUND, self.rtt), SLOW_TRIP_BOUND)
+
     def window(self, running_since: Callable[[], Iterable[float]]) -> ClaimWindow:
         """The window for the claim about to go out. ``running_since`` gives the start
         times of the runs going on now, or just the oldest's (asked only when the window
@@ -155,12 +165,13 @@ class Prefetch:
         now = self._clock()
         pace = self._observe_pace(now)
         low = math.ceil(pace * self.rtt)
-        ahead = min(3 * low, int(pace * WAIT_BOUND), MAX_AHEAD)
+        bound = self.wait_bound
+        ahead = min(3 * low, int(pace * bound), MAX_AHEAD)
         if ahead > 0:
             slowest = max(self._slowest.values(), default=0.0)
             oldest = min(running_since(), default=now)
             slowest = max(slowest, now - oldest)
             if slowest > 0:
-                ahead = min(ahead, int(self._concurrency * WAIT_BOUND / slowest))
+                ahead = min(ahead, int(self._concurrency * bound / slowest))
         self.current = ClaimWindow.ahead(self._concurrency, ahead, low)
         return self.current
