@@ -44,7 +44,8 @@ def worker(
                                              help="Jobs run at once.")] = 10,
     prefetch: Annotated[str, typer.Option(
         help="Jobs claimed ahead of the free slots: auto (adapted to the job rate, at most "
-             "about 20 ms of the slots' work) or a number (0: only for free slots).")] = "auto",
+             "about 20 ms of the slots' work, or a claim's round trip when longer, up to "
+             "100 ms) or a number (0: only for free slots).")] = "auto",
     name: Annotated[str | None, typer.Option(
         help="Worker name (default HOST:PID). A fixed name lets a restarted worker take "
              "back its own claims at once.")] = None,

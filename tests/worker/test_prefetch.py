@@ -1,6 +1,7 @@
 """The prefetch window (docs/concepts/leases.md, "Prefetch"): adapted by default to the
 observed job rate and claim round trip, bounded so that a buffered job waits at most
-about 20 ms of the slots' work; fixed with ``prefetch=N``.
+about 20 ms of the slots' work (a claim's round trip when longer, up to 100 ms); fixed
+with ``prefetch=N``.
 
 The policy is tested on its own with a clock the test moves (deterministic); the worker
 tests check what it means with PostgreSQL: a slow kind is not claimed ahead, a second
