@@ -11,10 +11,11 @@ justifies, bounded by how long a buffered job may wait (docs/concepts/leases.md,
   that time, at the rate observed and as if every job took as long as the slowest
   kind's runs so far (or the oldest run still going). A kind whose runs take longer
   than the bound times the concurrency is not prefetched at all. Where a claim's round
-  trip is longer than that (a database far away, or busy), the bound is one round trip,
-  up to ``SLOW_TRIP_BOUND``: another worker could not claim a buffered job sooner than
-  its own round trip, and a window shorter than the round trip leaves the slots idle
-  for the rest of every claim.
+  trip is longer than that (a database far away, or busy), the window may hold one
+  round trip's work instead, up to ``SLOW_TRIP_BOUND``: another worker could not claim
+  a buffered job sooner than its own round trip, and a window shorter than the round
+  trip leaves the slots idle for the rest of every claim. The slow kinds' limit stays
+  at ``WAIT_BOUND``.
 - within it, three times the jobs the slots run during one claim's round trip: the
   next claim goes out while a round trip's worth is still buffered, and returns before
   they run out, with about two round trips' worth.
@@ -172,6 +173,9 @@ class Prefetch:
             oldest = min(running_since(), default=now)
             slowest = max(slowest, now - oldest)
             if slowest > 0:
-                ahead = min(ahead, int(self._concurrency * bound / slowest))
+                # Slow kinds keep the 20 ms bound whatever the round trip: one slow claim
+                # lifts its average, and a slow job buffered here is one another worker
+                # could be running.
+                ahead = min(ahead, int(self._concurrency * WAIT_BOUND / slowest))
         self.current = ClaimWindow.ahead(self._concurrency, ahead, low)
         return self.current
