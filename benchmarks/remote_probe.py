@@ -63,8 +63,8 @@ async def main(args: argparse.Namespace) -> None:
         sys.executable, "-m", "tests.hosts.proxy", "--listen", f"127.0.0.1:{port}",
         "--upstream", f"{url.hostname}:{url.port or 5432}", "--delay", str(args.delay),
         cwd=ROOT, stdout=asyncio.subprocess.DEVNULL)
-    far = urlunsplit(url._replace(netloc=f"{url.username or ''}@127.0.0.1:{port}"
-                                  if url.username else f"127.0.0.1:{port}"))
+    userinfo, at, _ = url.netloc.rpartition("@")
+    far = urlunsplit(url._replace(netloc=f"{userinfo}{at}127.0.0.1:{port}"))
     sizes: list[int] = []
     real = claimer.Claimer._claim
 

@@ -88,11 +88,7 @@ async def test_retries_during_an_outage_back_off_no_further_than_the_cap(
                     down = False
             await wait_for(lambda: worker.health.ready, timeout=10, what="ready again")
             job = await pgq.enqueue(Ping())
-
-            async def done() -> bool:
-                row = await pgq.job(job.id)
-                return row is not None and row.status is Status.COMPLETED
-            await wait_for(done, what="a job after the outage")
+            await wait_for(lambda: _completed(pgq, job), what="a job after the outage")
     assert [e["event"] for e in logs].count("db_unavailable") == 1
     retries: list[Call] = [c for c in calls["heartbeat"]
                            if c.error is not None and c.began - began >= 0.5]
