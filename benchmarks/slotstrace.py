@@ -10,6 +10,12 @@ alone does not say:
 - **boot**: ``Worker(...)`` to the first handler's start;
 - **sleep**: how long each handler's 20 ms sleep really took (mean, p50, p99): a sleep
   wakes late when the event loop is busy with other callbacks, or collecting garbage;
+- **tail**: the last handler's end to ``run()`` returning (the last settlements, the
+  final empty claim, the shutdown);
+- **gaps**: per slot, a handler's end to the next handler's start on that slot: near
+  zero while buffered jobs are waiting, longer when the slot waited for a claim's rows
+  (how many took over 2 ms, their sum per slot, and how much of it fell in the first
+  100 ms, while the prefetch window is still growing);
 - **slot-busy**: the handlers' time (the sleeps as they took) over concurrency × the
   drain's time: the share of slot time spent inside a handler; the rest is boot, waits
   for claimed jobs, the last jobs' tail and the bookkeeping between runs;
@@ -29,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import itertools
 import os
 import statistics
 import time
@@ -48,6 +55,7 @@ KIND = "bench.slotstrace"
 SLEEP = [0.02]
 STARTS: list[float] = []
 ENDS: list[float] = []
+SLOTS: list[int] = []  # the task each run ran in: a slot's
 GCS: list[tuple[int, float]] = []
 _gc_start = [0.0]
 
@@ -63,6 +71,7 @@ class Traced(venturi.Task, kind=KIND):
         await asyncio.sleep(SLEEP[0])
         STARTS.append(began)
         ENDS.append(time.perf_counter())
+        SLOTS.append(id(asyncio.current_task()))
 
 
 def _on_gc(phase: str, info: dict[str, Any]) -> None:
@@ -78,6 +87,14 @@ def _report(jobs: int, concurrency: int, seconds: float, began: float, cpu: floa
     def p(q: float) -> float:
         return durations[min(len(durations) - 1, int(len(durations) * q))] * 1e3
 
+    runs: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for slot, start, end in zip(SLOTS, STARTS, ENDS, strict=True):
+        runs[slot].append((start, end))
+    first = min(STARTS)
+    gaps = [(b[0] - a[1], a[1] - first < 0.1) for r in map(sorted, runs.values())
+            for a, b in itertools.pairwise(r)]
+    waited = sum(g for g, _ in gaps) / len(runs)
+    ramp = sum(g for g, early in gaps if early) / len(runs)
     by_gen: dict[int, list[float]] = defaultdict(list)
     for generation, took in GCS:
         by_gen[generation].append(took)
@@ -86,7 +103,10 @@ def _report(jobs: int, concurrency: int, seconds: float, began: float, cpu: floa
     return (f"{jobs / seconds:,.0f} jobs/s ({jobs / seconds / (concurrency / SLEEP[0]):.0%} of "
             f"{concurrency} × 1/{SLEEP[0]:g} s) | boot {(min(STARTS) - began) * 1e3:.0f} ms | "
             f"sleep mean {statistics.mean(durations) * 1e3:.2f} ms, p50 {p(0.5):.2f}, "
-            f"p99 {p(0.99):.2f} | slot-busy {sum(durations) / (concurrency * seconds):.1%} | "
+            f"p99 {p(0.99):.2f} | tail {(began + seconds - max(ENDS)) * 1e3:.0f} ms | "
+            f"gaps >2 ms {sum(g > 0.002 for g, _ in gaps)}, {waited * 1e3:.0f} ms per slot "
+            f"({ramp * 1e3:.0f} in the first 100 ms) | "
+            f"slot-busy {sum(durations) / (concurrency * seconds):.1%} | "
             f"gc {gcs} | cpu {cpu / jobs * 1e6:.0f} µs/job")
 
 
@@ -102,6 +122,7 @@ async def _main(args: argparse.Namespace) -> None:
         try:
             for _ in range(args.rounds):
                 STARTS.clear()
+                SLOTS.clear()
                 ENDS.clear()
                 await truncate(conn, prefix)
                 await fill(conn, prefix, args.jobs, KIND)

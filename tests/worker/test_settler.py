@@ -1,7 +1,8 @@
 """The settler's batches (venturi/worker/settler.py): a small batch waits for others to
 share its commit while runs end fast, for no longer than the last write took and at
-most GATHER_MAX; one of slow runs is written at once. A store stand-in records the
-batches and a sleep stand-in stands for the wait, so nothing here depends on timing."""
+most GATHER_MAX; one of slow runs, or with no run left to end, is written at once. A
+store stand-in records the batches and a sleep stand-in stands for the wait, so nothing
+here depends on timing."""
 
 from __future__ import annotations
 
@@ -42,11 +43,13 @@ def one() -> Settlement:
     return Settlement(uuid7(), 1, Action.COMPLETE)
 
 
-def settler(store: Any, clock: list[float], rate: float) -> tuple[Settler, list[float]]:
+def settler(store: Any, clock: list[float], rate: float,
+            active: int = 100) -> tuple[Settler, list[float]]:
+    """``active``: the held jobs still to end (running or buffered)."""
     db = DatabaseHealth(Health(), Counter("t_db_unavailable", "", registry=CollectorRegistry()),
                         5.0)
     s = Settler(store, Identity("t"), db, lambda batch, results: None, lambda x: None,
-                asyncio.Event(), lambda: rate)
+                asyncio.Event(), lambda: rate, lambda: active)
     s._clock = lambda: clock[0]
     slept: list[float] = []
     return s, slept
@@ -112,3 +115,45 @@ async def test_slow_runs_are_settled_at_once() -> None:
     s._sleep = gather_sleep
     await two_writes(store, s)
     assert slept == [] and [len(b) for b in store.batches] == [1, 1]
+
+
+async def test_with_no_run_left_to_end_the_batch_is_written_at_once() -> None:
+    """The last runs of a burst: the rate is still high, but nothing running or buffered
+    can join the batch, so waiting would only delay its commit (and result())."""
+    clock = [0.0]
+    store = Recorder(clock, took=0.010)
+    s, slept = settler(store, clock, rate=5_000.0, active=0)
+
+    async def gather_sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    s._sleep = gather_sleep
+    await two_writes(store, s)
+    assert slept == [] and [len(b) for b in store.batches] == [1, 1]
+
+
+async def test_the_wait_expects_no_more_than_the_runs_left() -> None:
+    """Two settlements buffered, one run left: the wait could not double the batch."""
+    clock = [0.0]
+    store = Recorder(clock, took=0.010)
+    s, slept = settler(store, clock, rate=5_000.0, active=1)
+
+    async def gather_sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    s._sleep = gather_sleep
+    first, second, third = one(), one(), one()
+    task = asyncio.create_task(s.run())
+    try:
+        async with asyncio.timeout(5):
+            s.put(first)
+            await store.started.get()
+            s.put(second)
+            s.put(third)  # two wait while the first write is out
+            store.release.set()
+            await store.started.get()
+            store.release.set()
+            await s.wait_empty()
+    finally:
+        task.cancel()
+    assert slept == [] and [len(b) for b in store.batches] == [1, 2]

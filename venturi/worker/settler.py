@@ -36,12 +36,14 @@ OnSettled = Callable[[list[Settlement], list[Settled]], None]
 class Settler:
     """``on_settled`` hears of every committed batch, ``on_dropped`` of a settlement
     the database refused on its own; ``wake`` is set when the buffer empties.
-    ``rate`` tells how many runs end per second now (the prefetch window's estimate):
-    what the gathering wait expects to collect."""
+    ``rate`` tells how many runs end per second now (the prefetch window's estimate)
+    and ``active`` how many held jobs are still to end (running or buffered): what the
+    gathering wait can expect to collect."""
 
     def __init__(self, store: Store, identity: Identity, db: DatabaseHealth,
                  on_settled: OnSettled, on_dropped: Callable[[Settlement], None],
-                 wake: asyncio.Event, rate: Callable[[], float] = lambda: 0.0) -> None:
+                 wake: asyncio.Event, rate: Callable[[], float] = lambda: 0.0,
+                 active: Callable[[], int] = lambda: MAX_BATCH) -> None:
         self._store = store
         self._identity = identity
         self._db = db
@@ -49,6 +51,7 @@ class Settler:
         self._on_dropped = on_dropped
         self._wake = wake
         self._rate = rate
+        self._active = active
         self._took = 0.0  # how long the last write took, seconds
         self._clock = time.monotonic  # both replaced by tests
         self._sleep = asyncio.sleep
@@ -127,9 +130,10 @@ class Settler:
         at most ``GATHER_MAX``. The jobs waiting here no longer hold a slot (they are
         settling), so the slots go on meanwhile; what waits is their commit, and a
         ``result()`` caller's answer, by at most that long. A batch of slow jobs, or of
-        the last runs of a drain, is written at once (too few ending to wait for)."""
+        the last runs of a drain, is written at once (too few ending to wait for): what
+        can join it is at most the held jobs still to end, whatever the recent rate."""
         wait = min(self._took, GATHER_MAX)
-        if wait > 0 and self._rate() * wait >= len(self._buffer):
+        if wait > 0 and min(self._rate() * wait, self._active()) >= len(self._buffer):
             await self._sleep(wait)
 
     async def run(self) -> None:

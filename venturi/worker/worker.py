@@ -139,7 +139,7 @@ class Worker(WorkerDrain):
                                   time.monotonic)  # the clock of Held.started
         self._settler = Settler(store, self.identity, self._db, self._on_settled,
                                 self._held.dropped, self._claim_wanted,
-                                self._prefetch.current_rate)
+                                self._prefetch.current_rate, lambda: self._held.active)
         self._claimer = Claimer(store, self.identity, self.leases, self._prefetch, self._held,
                                 self._settler, self._timer, self._db, self._clock,
                                 self._kind_metrics, self._flow, self._claim_wanted, self._stop)
