@@ -52,26 +52,32 @@ def settler(store: Any, clock: list[float], rate: float,
                 asyncio.Event(), lambda: rate, lambda: active)
     s._clock = lambda: clock[0]
     slept: list[float] = []
+
+    async def gather_sleep(seconds: float) -> None:  # the wait, recorded instead
+        slept.append(seconds)
+
+    s._sleep = gather_sleep
     return s, slept
 
 
-async def two_writes(store: Recorder, s: Settler) -> tuple[Settlement, Settlement]:
-    """One settlement, and a second put while the first one's write is out; returns
+async def two_writes(store: Recorder, s: Settler, more: int = 1) -> list[Settlement]:
+    """One settlement, and ``more`` put while the first one's write is out; returns them
     once both writes have committed."""
-    first, second = one(), one()
+    first, *rest = [one() for _ in range(1 + more)]
     task = asyncio.create_task(s.run())
     try:
         async with asyncio.timeout(5):
             s.put(first)
             await store.started.get()  # the first write waits for nothing
-            s.put(second)
+            for settlement in rest:
+                s.put(settlement)
             store.release.set()
             await store.started.get()
             store.release.set()
             await s.wait_empty()
     finally:
         task.cancel()
-    return first, second
+    return [first, *rest]
 
 
 async def test_a_small_batch_waits_for_more_while_runs_end_fast() -> None:
@@ -94,11 +100,6 @@ async def test_the_wait_is_no_longer_than_the_last_write() -> None:
     clock = [0.0]
     store = Recorder(clock, took=0.001)
     s, slept = settler(store, clock, rate=5_000.0)
-
-    async def gather_sleep(seconds: float) -> None:
-        slept.append(seconds)
-
-    s._sleep = gather_sleep
     await two_writes(store, s)
     assert slept == [0.001]
 
@@ -108,11 +109,6 @@ async def test_slow_runs_are_settled_at_once() -> None:
     clock = [0.0]
     store = Recorder(clock, took=0.010)
     s, slept = settler(store, clock, rate=10.0)
-
-    async def gather_sleep(seconds: float) -> None:
-        slept.append(seconds)
-
-    s._sleep = gather_sleep
     await two_writes(store, s)
     assert slept == [] and [len(b) for b in store.batches] == [1, 1]
 
@@ -123,11 +119,6 @@ async def test_with_no_run_left_to_end_the_batch_is_written_at_once() -> None:
     clock = [0.0]
     store = Recorder(clock, took=0.010)
     s, slept = settler(store, clock, rate=5_000.0, active=0)
-
-    async def gather_sleep(seconds: float) -> None:
-        slept.append(seconds)
-
-    s._sleep = gather_sleep
     await two_writes(store, s)
     assert slept == [] and [len(b) for b in store.batches] == [1, 1]
 
@@ -137,23 +128,5 @@ async def test_the_wait_expects_no_more_than_the_runs_left() -> None:
     clock = [0.0]
     store = Recorder(clock, took=0.010)
     s, slept = settler(store, clock, rate=5_000.0, active=1)
-
-    async def gather_sleep(seconds: float) -> None:
-        slept.append(seconds)
-
-    s._sleep = gather_sleep
-    first, second, third = one(), one(), one()
-    task = asyncio.create_task(s.run())
-    try:
-        async with asyncio.timeout(5):
-            s.put(first)
-            await store.started.get()
-            s.put(second)
-            s.put(third)  # two wait while the first write is out
-            store.release.set()
-            await store.started.get()
-            store.release.set()
-            await s.wait_empty()
-    finally:
-        task.cancel()
+    await two_writes(store, s, more=2)  # two wait while the first write is out
     assert slept == [] and [len(b) for b in store.batches] == [1, 2]
