@@ -28,9 +28,8 @@ from uuid import UUID
 
 from . import _codec, results
 from .config import DEFAULT_PREFIX, validate_prefix
-from .errors import ConfigError, DatabaseUnavailable
+from .errors import ConfigError
 from .newjob import parse_uuid as _uuid
-from .notices import parse_finished
 from .queue import Queue
 from .store.base import Clock, JobRecord, Status, Store
 from .store.memory import MemoryStore
@@ -89,6 +88,7 @@ class SyncQueue:
         # MemoryStore's operations are atomic under one event loop, not across
         # threads: a SyncQueue on one runs its calls one at a time.
         self._serial = threading.Lock() if isinstance(store, MemoryStore) else None
+        self._results = self._waiters()
 
     @property
     def store(self) -> Store:
@@ -144,47 +144,45 @@ class SyncQueue:
         return cls(store, max_payload_bytes=max_payload_bytes)
 
     def close(self) -> None:
-        """Close the store and its pool (leaving a ``with`` block does this)."""
+        """Close the results listener, the store and its pool (leaving a ``with`` block
+        does this)."""
+        if self._results is not None:
+            self._results.close()
         run_blocking(self.store.close())
 
     def result(self, id: UUID | str, *, timeout: dt.timedelta | float | None = None) -> Any:
         """``Queue.result``, blocking this thread: the job's result once it completed,
         else ``JobFailed`` / ``JobCancelled``, ``TimeoutError`` when ``timeout`` is up.
-        Waits on a LISTEN connection of its own, opened for the call (and again, with
-        the job re-read, if it is lost meanwhile); never polls. On a MemoryStore
-        nothing can finish the job while this thread blocks: it answers at once, or
-        raises ``TimeoutError``."""
+        Woken by a notification, never by polling: the pending calls of all threads
+        share one LISTEN connection, which a thread of the SyncQueue's keeps open until
+        two seconds after the last call returned (``close()`` closes it at once); if it
+        is lost, every call reads its job again once it listens again
+        (docs/concepts/results.md). On a MemoryStore nothing can finish the job while
+        this thread blocks: it answers at once, or raises ``TimeoutError``."""
         job_id = _uuid(id)
         seconds = timeout.total_seconds() if isinstance(timeout, dt.timedelta) else timeout
         if seconds is not None and seconds < 0:
             raise ValueError("timeout must be >= 0")
         deadline = None if seconds is None else time.monotonic() + seconds
+        # A job already finished stays so: answered at once, without listening (and so
+        # even with timeout=0).
+        job = self.job(job_id)
+        if not results.finished(job):
+            if self._results is None:
+                raise TimeoutError(f"job {job_id} did not finish within the timeout")
+            job = self._results.wait(job_id, deadline)
+        return self._outcome(job_id, job)
+
+    def _waiters(self) -> results.ThreadWaiters | None:
+        """The pending result() calls and their LISTEN session (no thread runs until a
+        call waits); None on a store with no blocking LISTEN (MemoryStore)."""
         driver = getattr(self.store, "driver", None)
         if not hasattr(driver, "blocking_listener"):
-            job = self.job(job_id)
-            if not results.finished(job):
-                raise TimeoutError(f"job {job_id} did not finish within the timeout")
-            return self._outcome(job_id, job)
+            return None
         listen = self.store._q["listen_results"]  # type: ignore[attr-defined]
-        delay = 0.05
-        while True:
-            try:
-                with driver.blocking_listener(listen) as listener:  # type: ignore[union-attr]
-                    # Read once LISTEN is active: a job that finished before is seen
-                    # here, one that finishes later is announced to us (the read flags it
-                    # as awaited: Store.watch_job).
-                    job = self._watch(job_id)
-                    while not results.finished(job):
-                        if not any(job_id in parse_finished(p)
-                                   for p in listener.wait(_left(deadline, job_id))):
-                            continue
-                        job = self._watch(job_id)
-                    return self._outcome(job_id, job)
-            except DatabaseUnavailable:
-                # Notifications sent while no session listened are lost: listen again,
-                # then read the job again.
-                time.sleep(min(delay, _left(deadline, job_id)))
-                delay = min(delay * 2, 5.0)
+        return results.ThreadWaiters(
+            lambda: driver.blocking_listener(listen),  # type: ignore[union-attr]
+            self._watch, name=f"venturi:{self.prefix}:results")
 
     def _watch(self, job_id: UUID) -> JobRecord | None:
         """``Store.watch_job``, serialised like the other calls."""
@@ -221,17 +219,6 @@ class SyncQueue:
     resume = _blocking(Queue.resume)
     set_limits = _blocking(Queue.set_limits)
     kinds = _blocking(Queue.kinds)
-
-
-def _left(deadline: float | None, job_id: UUID) -> float:
-    """Seconds until ``deadline`` (a day at a time when there is none); TimeoutError
-    once it has passed."""
-    if deadline is None:
-        return 86_400.0
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise TimeoutError(f"job {job_id} did not finish within the timeout")
-    return left
 
 
 def _psycopg_driver() -> type[PsycopgDriver]:
