@@ -301,7 +301,7 @@ class PsycopgDriver:
 
     def blocking_listener(self, listen: Query) -> BlockingListener:
         """A blocking LISTEN (the statement ``listen``), on a connection of its own
-        (SyncQueue.result)."""
+        (SyncQueue.result's listener thread)."""
         conninfo = self.pool.conninfo
         dsn = self.dsn or (conninfo if isinstance(conninfo, str) else conninfo())
         return BlockingListener(dsn, self.prefix, listen)
