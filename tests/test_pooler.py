@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import AsyncIterator, Iterator
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import asyncpg
 import pytest
 
+import venturi
 from tests import pgbouncer
 from tests.ci import unavailable
 from tests.conftest import drop_prefix, wait_for
@@ -244,3 +247,56 @@ async def test_worker_process_behind_transaction_pooler(
     assert not w.logged("db_unavailable") and "prepared statement" not in w.output()
     assert not w.logged("lease_lost")
     await drop_prefix(pg_dsn, prefix)
+
+
+def test_sync_result_listens_on_a_direct_connection(bouncer_dsn: str, pg_dsn: str,
+                                                    prefix: str) -> None:
+    """SyncQueue.result's LISTEN cannot go through the pooler (the notifications would
+    reach whichever client runs the next transaction on that server connection): without
+    listen_dsn the call is refused at once, with it the call is answered."""
+    with SyncQueue.connect(pg_dsn, prefix=prefix) as direct:
+        direct.migrate()
+    try:
+        with SyncQueue.connect(bouncer_dsn, prefix=prefix, pooler=True) as bounced:
+            pending = bounced.enqueue(Embed(uri="file:///sync/1"))
+            began = time.monotonic()
+            with pytest.raises(ConfigError, match="listen_dsn"):
+                bounced.result(pending.id, timeout=30)
+            assert time.monotonic() - began < 10  # refused, not waited out
+        with SyncQueue.connect(bouncer_dsn, prefix=prefix, pooler=True,
+                               listen_dsn=pg_dsn) as bounced:
+            job = bounced.enqueue(Embed(uri="file:///sync/2"))
+            answered: list[object] = []
+            waiter = threading.Thread(
+                target=lambda: answered.append(("result", bounced.result(job.id, timeout=30))))
+            waiter.start()
+            wait_until(lambda: awaited(pg_dsn, prefix, job.id), "the call to read its job")
+
+            async def work() -> None:
+                async with Queue.connect(pg_dsn, prefix=prefix) as queue:
+                    await venturi.Worker(queue, tasks=[Embed]).run(until_empty=True)
+
+            asyncio.run(work())
+            waiter.join(30)
+            assert answered == [("result", None)]  # Embed sets no result
+    finally:
+        asyncio.run(drop_prefix(pg_dsn, prefix))
+
+
+def awaited(dsn: str, prefix: str, job_id: object) -> bool:
+    """Whether a result() call has read the job and flagged it (sql/0009_awaited.sql)."""
+    async def read() -> bool:
+        conn = await asyncpg.connect(dsn)
+        try:
+            return bool(await conn.fetchval(
+                f"SELECT awaited FROM {prefix}jobs WHERE id = $1", job_id))
+        finally:
+            await conn.close()
+    return asyncio.run(read())
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)

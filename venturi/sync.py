@@ -111,6 +111,7 @@ class SyncQueue:
         max_payload_bytes: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES,
         connect_timeout: float = 10.0,
         pooler: bool = False,
+        listen_dsn: str | None = None,
     ) -> SyncQueue:
         """Open a psycopg pool on ``dsn`` for the queue named by ``prefix``.
 
@@ -119,9 +120,13 @@ class SyncQueue:
         ``queue.close()`` at shutdown), shared by every thread. ``min_size``/``max_size``
         bound the pool (size it to the threads that enqueue at once); ``clock`` is
         for tests (``ManualClock``). ``pooler=True`` prepares no statement, for
-        PgBouncer in transaction mode (as ``Queue.connect``'s)."""
+        PgBouncer in transaction mode (as ``Queue.connect``'s); ``listen_dsn`` then
+        names a direct connection to PostgreSQL for ``result()``'s LISTEN, which
+        a pooler in transaction mode cannot carry (without it, ``result()`` on an
+        unfinished job raises ``ConfigError``)."""
         store = _psycopg_store(dsn, prefix=prefix, min_size=min_size, max_size=max_size,
-                               clock=clock, connect_timeout=connect_timeout, pooler=pooler)
+                               clock=clock, connect_timeout=connect_timeout, pooler=pooler,
+                               listen_dsn=listen_dsn)
         return cls(store, max_payload_bytes=max_payload_bytes)
 
     def __enter__(self) -> SyncQueue:
@@ -133,13 +138,16 @@ class SyncQueue:
     @classmethod
     def from_pool(cls, pool: Any, *, prefix: str = DEFAULT_PREFIX, clock: Clock | None = None,
                   schema: str | None = None,
-                  max_payload_bytes: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES) -> SyncQueue:
+                  max_payload_bytes: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES,
+                  listen_dsn: str | None = None) -> SyncQueue:
         """A SyncQueue on a ``psycopg_pool.ConnectionPool`` the caller owns (and closes).
         Its connections may be in autocommit mode or not: a statement left in a
-        transaction is committed when the connection goes back to the pool."""
+        transaction is committed when the connection goes back to the pool.
+        ``result()`` listens on a connection of its own to the pool's DSN, or to
+        ``listen_dsn`` (a pool behind PgBouncer in transaction mode needs it)."""
         from .store.postgres import PostgresStore
 
-        driver = _psycopg_driver()(pool, prefix=validate_prefix(prefix))
+        driver = _psycopg_driver()(pool, prefix=validate_prefix(prefix), listen_dsn=listen_dsn)
         store = PostgresStore(driver, prefix=prefix, clock=clock, schema=schema)
         return cls(store, max_payload_bytes=max_payload_bytes)
 
@@ -230,7 +238,7 @@ def _psycopg_driver() -> type[PsycopgDriver]:
 
 
 def _psycopg_store(dsn: str, *, prefix: str, min_size: int, max_size: int, clock: Clock | None,
-                   connect_timeout: float, pooler: bool) -> Store:
+                   connect_timeout: float, pooler: bool, listen_dsn: str | None) -> Store:
     validate_prefix(prefix)
     if not isinstance(dsn, str) or not dsn.strip():
         raise ConfigError("no database DSN given: set --dsn or VENTURI_DSN")
@@ -238,5 +246,5 @@ def _psycopg_store(dsn: str, *, prefix: str, min_size: int, max_size: int, clock
 
     driver, schema = _psycopg_driver().connect(dsn, prefix=prefix, min_size=min_size,
                                            max_size=max_size, connect_timeout=connect_timeout,
-                                           pooler=pooler)
+                                           pooler=pooler, listen_dsn=listen_dsn)
     return PostgresStore(driver, prefix=prefix, clock=clock, schema=schema)

@@ -71,10 +71,13 @@ class PsycopgDriver:
     copy_min_rows = 500
 
     def __init__(self, pool: psycopg_pool.ConnectionPool[Any], *, prefix: str,
-                 dsn: str | None = None, owns_pool: bool = False) -> None:
+                 dsn: str | None = None, owns_pool: bool = False, pooler: bool = False,
+                 listen_dsn: str | None = None) -> None:
         self.pool = pool
         self.prefix = prefix
         self.dsn = dsn
+        self.pooler = pooler  # the pool's connections go through PgBouncer
+        self.listen_dsn = listen_dsn  # a direct connection, for LISTEN
         self._owns_pool = owns_pool
         # Connections kept out of the pool between statements, each with its cursor;
         # only on a pool the driver owns: another user of a shared pool could not take
@@ -96,7 +99,7 @@ class PsycopgDriver:
 
     @classmethod
     def connect(cls, dsn: str, *, prefix: str, min_size: int, max_size: int,
-                connect_timeout: float, pooler: bool = False
+                connect_timeout: float, pooler: bool = False, listen_dsn: str | None = None
                 ) -> tuple[PsycopgDriver, str | None]:
         """A driver on a new pool, and the schema its connections create tables in.
         One connection is made first, in the foreground: the pool would only log why
@@ -116,7 +119,8 @@ class PsycopgDriver:
             kwargs=dict(POOLER_CONNECTION if pooler else POOL_CONNECTION),
             timeout=connect_timeout, open=False, name=f"venturi:{prefix}")
         pool.open()
-        driver = cls(pool, prefix=prefix, dsn=dsn, owns_pool=True)
+        driver = cls(pool, prefix=prefix, dsn=dsn, owns_pool=True, pooler=pooler,
+                     listen_dsn=listen_dsn)
         return driver, None if schema is None else schema[0]
 
     async def close(self) -> None:
@@ -301,7 +305,14 @@ class PsycopgDriver:
 
     def blocking_listener(self, listen: Query) -> BlockingListener:
         """A blocking LISTEN (the statement ``listen``), on a connection of its own
-        (SyncQueue.result's listener thread)."""
+        (SyncQueue.result's listener thread): on ``listen_dsn`` when given, else on the
+        pool's DSN, which must then not be a pooler's (its server connection, and the
+        notifications, would go to whichever client runs the next transaction)."""
+        if self.listen_dsn:
+            return BlockingListener(self.listen_dsn, self.prefix, listen)
+        if self.pooler:
+            raise ConfigError("SyncQueue.result needs a direct connection to PostgreSQL "
+                              "for LISTEN, not the pooler: pass listen_dsn")
         conninfo = self.pool.conninfo
         dsn = self.dsn or (conninfo if isinstance(conninfo, str) else conninfo())
         return BlockingListener(dsn, self.prefix, listen)
