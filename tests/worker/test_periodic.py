@@ -5,6 +5,7 @@ the last, ticks in UTC, missed ticks skipped."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import itertools
 import os
@@ -173,3 +174,51 @@ async def test_cron_ticks_in_utc_across_a_day_boundary_and_skips_missed_ticks(
         assert [(e.run_no, e.outcome) for e in await queue.journal(r["id"])] == [
             (1, Outcome.COMPLETED)]
     assert await queue.count(kind="wp.cron", statuses=[Status.PENDING, Status.CLAIMED]) == 1
+
+
+async def test_a_run_ending_within_the_clock_lag_of_its_tick_gets_the_next_tick() -> None:
+    """The worker's estimate of the database's time may lag it by a few milliseconds
+    (DbClock). A run that ends sooner than that after its tick must still be followed by
+    the next tick, not by its own tick again, which has passed: that successor would run
+    at once, a second run for one tick (the three-worker test above caught one)."""
+    from venturi.store.base import Action
+    from venturi.store.memory import MemoryStore
+    from venturi.testing.builders import add, claim_one, new_job
+    from venturi.worker.clock import DbClock
+    from venturi.worker.executor import Executor
+    from venturi.worker.held import Held
+    from venturi.worker.periodic import next_tick
+
+    store = MemoryStore()
+    await add(store, new_job(kind=EverySecond.kind))
+    claimed = await claim_one(store, EverySecond.kind)
+    tick = next_tick(EverySecond.__task__, dt.datetime.now(UTC))
+    record = dataclasses.replace(claimed, visible_at=tick, periodic=True)
+    clock = DbClock()
+    # The estimate reads 5 ms before the tick although the run, claimed at the tick, is over.
+    clock.offset = (tick - dt.timedelta(milliseconds=5) - dt.datetime.now(UTC)).total_seconds()
+    executor = Executor({EverySecond.kind: EverySecond}, None, clock, lambda due: None)
+    held = Held(record, dt.timedelta(seconds=30), asyncio.get_running_loop().time() + 30)
+    settlement = await executor.execute(held)
+    assert settlement is not None and settlement.action is Action.COMPLETE
+    assert settlement.successor is not None
+    assert settlement.successor[1] == tick + dt.timedelta(seconds=1)
+
+
+async def test_the_clock_offset_is_read_at_the_middle_of_the_round_trip() -> None:
+    """The database reads its clock during the round trip of ``SELECT now()``; taking the
+    reply's arrival as that moment put the estimate half a round trip behind."""
+    from venturi.worker.clock import DbClock
+
+    class SlowStore:
+        """The database's clock is this host's; the reply takes 200 ms each way."""
+
+        async def db_now(self) -> dt.datetime:
+            await asyncio.sleep(0.2)
+            now = dt.datetime.now(UTC)
+            await asyncio.sleep(0.2)
+            return now
+
+    clock = DbClock()
+    await clock.sync(SlowStore())  # type: ignore[arg-type]
+    assert abs(clock.offset) < 0.1  # was -0.2: the reply's half of the round trip

@@ -89,11 +89,16 @@ class Executor:
         self.execute: Callable[[Held], Awaitable[Settlement | None]] = (
             self._execute if self._tracer is None else self._execute_traced)
 
-    def successor(self, cls: type[Task]) -> tuple[UUID, dt.datetime] | None:
+    def successor(self, cls: type[Task], held: Held) -> tuple[UUID, dt.datetime] | None:
+        """The next occurrence of a periodic task (docs/concepts/periodic.md): the first
+        tick after now, and after the tick this one ran for. The local estimate of the
+        database's time may lag it by a few milliseconds; a run that ends sooner than
+        that after its tick would otherwise be given that same tick again, already
+        passed, and its successor would run at once: twice for one tick."""
         options = cls.__task__
         if not options.periodic:
             return None
-        return uuid7(), next_tick(options, self._db_clock.now())
+        return uuid7(), next_tick(options, max(self._db_clock.now(), held.record.visible_at))
 
     def release(self, held: Held) -> Settlement:
         ok, carry = _encode(held.carry, "carry", held)
@@ -119,7 +124,7 @@ class Executor:
             if run is not None:
                 run.failed(exc, exc.classification)
             return Settlement(held.id, held.run_no, Action.KILL, note=exc.classification,
-                              successor=self.successor(cls))
+                              successor=self.successor(cls, held))
         ctx = Context(job_id=record.id, kind=record.kind, run_no=record.run_count,
                       carry=record.carry, state=self.state,
                       span=None if run is None else run.span, result_limit=self._result_limit,
@@ -170,7 +175,7 @@ class Executor:
                 ok, carry = _encode(ctx.carry, "carry", held)
                 return Settlement(held.id, held.run_no, Action.KILL, note=_note(error.reason),
                                   attachment=self._attachment(ctx, held), set_carry=ok,
-                                  carry=carry, successor=self.successor(cls))
+                                  carry=carry, successor=self.successor(cls, held))
             return self._fail(held, cls, task, classify(error), error, ctx)
         return self._finished(held, cls, ctx, result)
 
@@ -196,13 +201,13 @@ class Executor:
         # completed run's is (a Django task's result reads its attempts from it).
         return Settlement(held.id, held.run_no, Action.FAIL, note=note, delay=delay,
                           attachment=self._attachment(ctx, held), set_carry=ok, carry=carry,
-                          successor=self.successor(cls))
+                          successor=self.successor(cls, held))
 
     def _finished(self, held: Held, cls: type[Task], ctx: Context, result: Any) -> Settlement:
         if result is None or isinstance(result, str):
             return Settlement(held.id, held.run_no, Action.COMPLETE, note=_note(result),
                               attachment=self._attachment(ctx, held),
-                              successor=self.successor(cls), result=ctx.result_json)
+                              successor=self.successor(cls, held), result=ctx.result_json)
         if isinstance(result, Pause):
             carry_value = result.carry if result.has_carry else ctx.carry
             ok, carry = _encode(carry_value, "carry", held)
@@ -214,4 +219,4 @@ class Executor:
         task = cls.__new__(cls)
         return Settlement(held.id, held.run_no, Action.FAIL, note="bad-return-type",
                           delay=Task.backoff(task, held.record.failure_count + 1),
-                          set_carry=ok, carry=carry, successor=self.successor(cls))
+                          set_carry=ok, carry=carry, successor=self.successor(cls, held))
