@@ -22,19 +22,18 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import asyncpg
 import pytest
 
-import venturi
 from tests import pgbouncer
 from tests.ci import unavailable
 from tests.conftest import drop_prefix, wait_for
 from tests.helpers import MIGRATIONS
+from tests.sync_waits import Waiting, awaited, until, work
 from tests.tasks import Embed, Refresh
 from venturi import ConfigError, DatabaseError, Queue, Status, SyncQueue
 from venturi.store.base import Action, ClaimRequest, Settlement
@@ -266,37 +265,10 @@ def test_sync_result_listens_on_a_direct_connection(bouncer_dsn: str, pg_dsn: st
         with SyncQueue.connect(bouncer_dsn, prefix=prefix, pooler=True,
                                listen_dsn=pg_dsn) as bounced:
             job = bounced.enqueue(Embed(uri="file:///sync/2"))
-            answered: list[object] = []
-            waiter = threading.Thread(
-                target=lambda: answered.append(("result", bounced.result(job.id, timeout=30))))
-            waiter.start()
-            wait_until(lambda: awaited(pg_dsn, prefix, job.id), "the call to read its job")
-
-            async def work() -> None:
-                async with Queue.connect(pg_dsn, prefix=prefix) as queue:
-                    await venturi.Worker(queue, tasks=[Embed]).run(until_empty=True)
-
-            asyncio.run(work())
-            waiter.join(30)
-            assert answered == [("result", None)]  # Embed sets no result
+            call = Waiting(bounced, job.id)
+            until(lambda: awaited(pg_dsn, prefix, [job.id]), "the call to read its job")
+            work(pg_dsn, prefix, Embed)
+            assert call.outcome() is None  # Embed sets no result
     finally:
         asyncio.run(drop_prefix(pg_dsn, prefix))
 
-
-def awaited(dsn: str, prefix: str, job_id: object) -> bool:
-    """Whether a result() call has read the job and flagged it (sql/0009_awaited.sql)."""
-    async def read() -> bool:
-        conn = await asyncpg.connect(dsn)
-        try:
-            return bool(await conn.fetchval(
-                f"SELECT awaited FROM {prefix}jobs WHERE id = $1", job_id))
-        finally:
-            await conn.close()
-    return asyncio.run(read())
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)

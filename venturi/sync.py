@@ -26,7 +26,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 from uuid import UUID
 
-from . import _codec, results
+from . import _codec, results, thread_results
 from .config import DEFAULT_PREFIX, validate_prefix
 from .errors import ConfigError
 from .newjob import parse_uuid as _uuid
@@ -181,14 +181,14 @@ class SyncQueue:
             job = self._results.wait(job_id, deadline)
         return self._outcome(job_id, job)
 
-    def _waiters(self) -> results.ThreadWaiters | None:
+    def _waiters(self) -> thread_results.ThreadWaiters | None:
         """The pending result() calls and their LISTEN session (no thread runs until a
         call waits); None on a store with no blocking LISTEN (MemoryStore)."""
         driver = getattr(self.store, "driver", None)
         if not hasattr(driver, "blocking_listener"):
             return None
         listen = self.store._q["listen_results"]  # type: ignore[attr-defined]
-        return results.ThreadWaiters(
+        return thread_results.ThreadWaiters(
             lambda: driver.blocking_listener(listen),  # type: ignore[union-attr]
             self._watch, name=f"venturi:{self.prefix}:results")
 

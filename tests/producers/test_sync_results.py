@@ -14,7 +14,6 @@ import select
 import signal
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
@@ -23,11 +22,12 @@ import pytest
 
 import venturi
 from tests.conftest import drop_prefix
-from venturi import DatabaseUnavailable, JobCancelled, JobFailed, Queue, SyncQueue
-from venturi.results import ThreadWaiters
+from tests.sync_waits import Waiting, awaited, until, work
+from venturi import DatabaseUnavailable, JobCancelled, JobFailed, SyncQueue
 from venturi.store.base import Action
 from venturi.sync import run_blocking
 from venturi.testing.builders import request, settlement
+from venturi.thread_results import ThreadWaiters
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -51,25 +51,6 @@ class Boom(venturi.Task, kind="test.sync_results.boom", max_failures=1):
         raise ValueError("no")
 
 
-def until(condition: Callable[[], Any], what: str, timeout: float = 15.0) -> Any:
-    """``condition()`` once it is true; fails the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
-        time.sleep(0.01)
-    return value
-
-
-def work(dsn: str, prefix: str, *tasks: type[venturi.Task]) -> None:
-    """A real worker, in this thread, until none of ``tasks``' jobs is left to run."""
-
-    async def run() -> None:
-        async with Queue.connect(dsn, prefix=prefix) as queue:
-            await venturi.Worker(queue, tasks=list(tasks)).run(until_empty=True)
-
-    asyncio.run(run())
-
-
 def listen_pids(dsn: str, prefix: str) -> list[int]:
     """The backends LISTENing on the prefix's results channel."""
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -80,41 +61,9 @@ def listen_pids(dsn: str, prefix: str) -> list[int]:
     return [r[0] for r in rows]
 
 
-def awaited(dsn: str, prefix: str, ids: list[UUID]) -> int:
-    """How many of ``ids`` a result() call has read and flagged (sql/0009_awaited.sql)."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        row = conn.execute(f"SELECT count(*) FROM {prefix}jobs WHERE awaited AND id = ANY(%s)",
-                           (ids,)).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
 def terminate(dsn: str, pid: int) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         assert conn.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone() == (True,)
-
-
-class Waiting:
-    """``sync.result(id, timeout=...)`` in a thread of its own: its value or its error."""
-
-    def __init__(self, sync: SyncQueue, id: UUID, timeout: float | None = 30) -> None:
-        self.value: Any = None
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, args=(sync, id, timeout), daemon=True)
-        self.thread.start()
-
-    def _run(self, sync: SyncQueue, id: UUID, timeout: float | None) -> None:
-        try:
-            self.value = sync.result(id, timeout=timeout)
-        except BaseException as exc:
-            self.error = exc
-
-    def outcome(self, timeout: float = 30) -> Any:
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), "result() did not return"
-        if self.error is not None:
-            raise self.error
-        return self.value
 
 
 def waiters(sync: SyncQueue) -> ThreadWaiters:

@@ -1,7 +1,7 @@
 """A blocking LISTEN session for ``SyncQueue.result``: one psycopg connection of its
 own (autocommit; a pool's reset would unlisten), notifications read with a deadline.
 A SyncQueue's listener thread holds one for all of its pending calls
-(``results.ThreadWaiters``).
+(``thread_results.ThreadWaiters``).
 
 Only the results channel is listened to here: workers, which need the others, run on
 the asyncio store (docs/concepts/results.md).
