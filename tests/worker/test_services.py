@@ -20,6 +20,7 @@ from structlog.testing import capture_logs
 import venturi
 from venturi import Queue, Status, WorkerConfig
 from venturi.errors import DatabaseUnavailable
+from venturi.worker.slots import Slots
 from venturi.worker.waker import Poller
 
 from ..conftest import wait_for
@@ -158,8 +159,9 @@ async def test_venturi_worker_exits_non_zero_on_a_bug_in_a_service(
     assert "Traceback" not in broken.stderr + broken.stdout
 
 
-class _HeldBackListen:
-    """The store's LISTEN session, opened only once ``gate`` is set."""
+class _HeldBack:
+    """One of the store's sessions (LISTEN, the name's lock), opened only once ``gate``
+    is set."""
 
     def __init__(self, real: Any, gate: asyncio.Event) -> None:
         self._real = real
@@ -181,7 +183,7 @@ async def test_jobs_waiting_at_boot_are_claimed_before_the_listen_session_is_up(
     up, the worker claims on its notifications (waker.py)."""
     gate = asyncio.Event()
     real_listen = pgq.store.listen
-    monkeypatch.setattr(pgq.store, "listen", lambda: _HeldBackListen(real_listen(), gate))
+    monkeypatch.setattr(pgq.store, "listen", lambda: _HeldBack(real_listen(), gate))
 
     async def no_polls(self: Poller) -> None:
         await asyncio.Event().wait()
@@ -197,6 +199,47 @@ async def test_jobs_waiting_at_boot_are_claimed_before_the_listen_session_is_up(
         second = await pgq.enqueue(Ping())
         await wait_for(lambda: _completed(pgq, second), timeout=10,
                        what="a job enqueued once LISTEN is up to complete")
+
+
+async def test_the_clock_and_the_kinds_are_read_while_the_name_lock_connects(
+        pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The boot's reads that do not need the name (the database's clock, the kinds' rows)
+    go out beside the name lock's session, which opens a connection of its own: here the
+    lock's session opens only once the kinds are declared, which a boot that read them
+    after taking the lock would wait for for ever."""
+    declared = asyncio.Event()
+    real_declare, real_lock = pgq.store.declare_kinds, pgq.store.identity_lock
+
+    async def declare(*args: Any) -> Any:
+        done = await real_declare(*args)
+        declared.set()
+        return done
+    monkeypatch.setattr(pgq.store, "declare_kinds", declare)
+    monkeypatch.setattr(pgq.store, "identity_lock",
+                        lambda name: _HeldBack(real_lock(name), declared))
+    job = await pgq.enqueue(Ping())
+    worker = venturi.Worker(pgq, tasks=[Ping], concurrency=1)
+    async with running(worker, ready=False):
+        await wait_for(lambda: _completed(pgq, job), timeout=10,
+                       what="the job to run once the boot took the name")
+
+
+async def test_the_first_claim_is_out_before_the_slots_are_made(
+        pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Making hundreds of slot tasks takes milliseconds: they are made while the first
+    claim's round trip is out, not before it is sent."""
+    claiming: list[bool] = []
+    real_start = Slots.start
+
+    async def start(self: Slots, group: Any) -> None:
+        claiming.append(self._claimer.claiming)
+        await real_start(self, group)
+    monkeypatch.setattr(Slots, "start", start)
+    job = await pgq.enqueue(Ping())
+    worker = venturi.Worker(pgq, tasks=[Ping], concurrency=200)
+    async with running(worker):
+        await wait_for(lambda: _completed(pgq, job), timeout=10, what="the job to run")
+    assert claiming == [True]
 
 
 async def _completed(queue: Queue, job: Any) -> bool:

@@ -40,7 +40,10 @@ class Slots:
         self._kinds = kinds
         self._stop = stop  # set: the worker drains
 
-    def start(self, group: anyio.abc.TaskGroup) -> None:
+    async def start(self, group: anyio.abc.TaskGroup) -> None:
+        """Make the slots: a task of its own, started before the first claim, that runs
+        once the claim is sent (making hundreds of tasks takes milliseconds, which the
+        claim's round trip covers instead of preceding)."""
         for _ in range(self._concurrency):
             group.start_soon(self._slot)
 

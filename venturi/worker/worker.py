@@ -258,11 +258,26 @@ class Worker(WorkerDrain):
         database is unreachable gives the boot up: None."""
         name = NameLock(self.store, self.identity, stack)
 
-        async def boot() -> None:
-            if await name.take():
-                await recover_earlier_boots(self.store, self.identity)
+        async def beside() -> None:  # what does not need the name
             await self._clock.sync(self.store)
             await self._flow.declare()
+
+        async def boot() -> None:
+            # The name's lock opens a session of its own (a connection: milliseconds on
+            # loopback, round trips on a far database); the clock and the kinds' rows
+            # are read beside it.
+            other = asyncio.ensure_future(beside())
+            try:
+                if await name.take():
+                    await recover_earlier_boots(self.store, self.identity)
+            except BaseException:
+                other.cancel()
+                with anyio.CancelScope(shield=True):
+                    await asyncio.wait([other])
+                if not other.cancelled():
+                    other.exception()  # retrieved: the first failure is the one raised
+                raise
+            await other
 
         try:
             await self._db.retry("boot", boot, until=self._stop)
@@ -276,11 +291,13 @@ class Worker(WorkerDrain):
                       self._settler, self._claimer, self._kind_metrics, self._stop)
         async with anyio.create_task_group() as services:
             async with anyio.create_task_group() as slot_group:
-                slots.start(slot_group)
+                # The first claim goes out before the slots are made and the services
+                # take their first steps (both start when it waits for its rows), and
+                # not after the waker LISTENs: it wants a claim again once it does, for
+                # the notifications sent before (waker.py).
+                slot_group.start_soon(slots.start, slot_group)
                 for service in self._services(lock):
                     services.start_soon(service)
-                # Claim at once, not after the waker LISTENs: it wants a claim again once
-                # it does, for the notifications sent before (waker.py).
                 self._claim_wanted.set()
                 if await self._claimer.run(until_empty=until_empty):  # until a stop
                     self.request_drain(0)
