@@ -105,12 +105,12 @@ class Claimer:
             if len(jobs) == free or more:
                 self._claim_wanted.set()  # there is probably more: claim again as slots free up
             else:
-                self._timer.recompute()
                 quiet = settled_before == settler.written  # nothing committed mid-claim
                 if (until_empty and quiet and not jobs and not len(held_jobs)
                         and not len(settler) and not self._flow.waiting):
                     log.info("queue_empty", worker=self._identity.name)
-                    return True
+                    return True  # the drain follows: no timer to set
+                self._timer.recompute()
                 if until_empty and not quiet:
                     self._claim_wanted.set()
         return False
