@@ -10,16 +10,19 @@ import itertools
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from prometheus_client import CollectorRegistry, Counter
 from structlog.testing import capture_logs
 
 import venturi
 from venturi import Queue, Status, WorkerConfig
 from venturi.errors import DatabaseUnavailable
+from venturi.worker.health import DatabaseHealth, Health
 from venturi.worker.slots import Slots
 from venturi.worker.waker import Poller
 
@@ -99,6 +102,26 @@ async def test_retries_during_an_outage_back_off_no_further_than_the_cap(
     for (a, b), gap in zip(itertools.pairwise(retries), gaps(retries), strict=True):
         allowed = cap + stalls.within(a.began, b.began) + 0.05
         assert cap * 0.95 <= gap <= allowed, (gap, allowed, gaps(retries))
+
+
+async def test_a_back_off_ends_when_another_service_reaches_the_database() -> None:
+    """Twenty seconds into an outage a service's next try is the cap away (here 30 s);
+    another service getting through (the waker reconnecting after a network heals) ends
+    that wait at once, so an idle worker claims again as the database is back, not up to
+    the cap later. A drain's ``until`` still ends it with False."""
+    db = DatabaseHealth(Health(), Counter("t_db_back", "", registry=CollectorRegistry()), 30.0)
+    assert await db.back_off("settler")  # the outage begins: 0.1 s
+    db._down_since = time.monotonic() - 20.0
+    stop = asyncio.Event()
+    waiting = [asyncio.create_task(db.back_off("claimer", until=stop)),
+               asyncio.create_task(db.back_off("settler"))]
+    await asyncio.sleep(0.05)
+    assert not any(w.done() for w in waiting)
+    db.recovered("waker")
+    assert await asyncio.wait_for(asyncio.gather(*waiting), 2.0) == [True, True]
+    assert await db.back_off("claimer")  # a new outage, 0.1 s again
+    stop.set()
+    assert not await db.back_off("claimer", until=stop)
 
 
 def _contains(error: BaseException, kind: type[BaseException], text: str) -> bool:

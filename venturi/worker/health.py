@@ -4,7 +4,9 @@ Losing the database is not a crash (docs/concepts/failures.md, "Losing the datab
 not a failure"): every service that reaches the database goes through one
 :class:`DatabaseHealth`, which logs ``db_unavailable`` once per outage, reports
 not-ready, backs off (doubling, capped by ``WorkerConfig.max_backoff``) and reports the
-recovery on the first success. Any other exception is a bug and ends the worker.
+recovery on the first success, which ends every other service's back-off at once: they
+try again as soon as one of them got through. Any other exception is a bug and ends the
+worker.
 """
 
 from __future__ import annotations
@@ -56,26 +58,26 @@ class DatabaseHealth:
         self._lost = lost  # counts outages
         self._cap = max_backoff
         self._down_since: float | None = None
+        self._back = asyncio.Event()  # set when an outage ends: every back-off ends with it
         self.flush_pending = False
 
     async def back_off(self, service: str, until: asyncio.Event | None = None) -> bool:
         """``service`` could not reach the database: log it once per outage, report
-        not ready, and wait before its next try, less when ``until`` is set meanwhile.
-        False when ``until`` cut the wait short."""
+        not ready, and wait before its next try: less when another service reports the
+        database back meanwhile, or when ``until`` is set. False when ``until`` cut the
+        wait short."""
         if self._down_since is None:
             self._down_since = time.monotonic()
+            self._back.clear()
             log.warning("db_unavailable", service=service)
             self._lost.inc()
         self._health.db_ok = False
         self.flush_pending = True
         down = time.monotonic() - self._down_since
         delay = min(0.1 * 2 ** min(down, 10), self._cap)
-        if until is None:
-            await anyio.sleep(delay)
-            return True
         with anyio.move_on_after(delay):
-            await until.wait()
-        return not until.is_set()
+            await _first_of(self._back, until)
+        return until is None or not until.is_set()
 
     def recovered(self, service: str) -> None:
         """``service`` reached the database: the outage, if there was one, is over."""
@@ -83,6 +85,10 @@ class DatabaseHealth:
             log.info("db_available", service=service,
                      outage_seconds=round(time.monotonic() - self._down_since, 3))
             self._down_since = None
+            # The others try again now, not at the end of their back-off (up to the cap):
+            # a worker cut off while it was idle would otherwise claim nothing for seconds
+            # after the network healed.
+            self._back.set()
         self._health.db_ok = True
 
     async def retry(self, service: str, call: Callable[[], Awaitable[T]],
@@ -98,3 +104,13 @@ class DatabaseHealth:
                 continue
             self.recovered(service)
             return result
+
+
+async def _first_of(*events: asyncio.Event | None) -> None:
+    """Until one of ``events`` is set."""
+    waits = [asyncio.ensure_future(e.wait()) for e in events if e is not None]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
