@@ -114,7 +114,7 @@ def test_a_wait_longer_than_the_claim_counts_only_the_claim() -> None:
 
 async def test_held_jobs_tell_how_long_nothing_has_been_active() -> None:
     clock = FakeClock()
-    held = HeldJobs(WorkerMetrics(), asyncio.Event(), clock)
+    held = HeldJobs(WorkerMetrics(), lambda: None, clock)
     clock.now += 0.5
     assert held.idle_for() == pytest.approx(0.5)
     held.activated(2)
@@ -138,7 +138,7 @@ def _held(n: int, state: HeldState, started: float = 0.0) -> Held:
 
 async def test_the_oldest_running_start_is_found_past_settling_and_unstarted_jobs() -> None:
     """The claimer asks before each claim; claim order is start order (one FIFO inbox)."""
-    held = HeldJobs(WorkerMetrics(), asyncio.Event(), FakeClock())
+    held = HeldJobs(WorkerMetrics(), lambda: None, FakeClock())
     assert list(held.oldest_start()) == []
     for h in (_held(1, HeldState.SETTLING, 1.0),   # finished, not yet settled
               _held(2, HeldState.RUNNING),          # handed to a slot, not started yet

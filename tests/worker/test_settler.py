@@ -49,7 +49,7 @@ def settler(store: Any, clock: list[float], rate: float,
     db = DatabaseHealth(Health(), Counter("t_db_unavailable", "", registry=CollectorRegistry()),
                         5.0)
     s = Settler(store, Identity("t"), db, lambda batch, results: None, lambda x: None,
-                asyncio.Event(), lambda: rate, lambda: active)
+                lambda: None, lambda: rate, lambda: active)
     s._clock = lambda: clock[0]
     slept: list[float] = []
 

@@ -56,7 +56,22 @@ class Claimer:
         self._stop = stop
         self._fairness = Fairness()
         self.claiming = False  # a claim is in flight
+        self._backlog = True  # work may be waiting for room (room_freed)
+        self._every_room = False  # a drain to empty: every freed slot looks again
         self.trace = False  # log every claimed job (DEBUG): decided once per run
+
+    def room_freed(self) -> None:
+        """A held job stopped taking a slot, or the settler's buffer emptied. That is
+        worth a claim only when work was left waiting for room: the last claim took all
+        it asked for (or a limited kind's claim came back short: a settle may free its
+        budget), or a wake-up found no room. After a claim that came back short, new work
+        comes with a wake-up of its own (a notification, the timer, the reaper, the
+        poller), and a claim on every freed slot finds nothing: at a trickle, two empty
+        claims per job (docs/concepts/leases.md, "When a worker claims"). A drain to empty
+        (``run(until_empty=True)``) looks again on every one: it ends on an empty claim
+        made once nothing is held or left to settle."""
+        if self._backlog or self._every_room:
+            self._claim_wanted.set()
 
     def wants_turn(self) -> bool:
         """Whether a slot about to start a job should let the next claim go out first
@@ -70,6 +85,7 @@ class Claimer:
         work is left (then True: the caller drains the worker)."""
         held_jobs, settler, prefetch = self._held, self._settler, self._prefetch
         loop_time = asyncio.get_running_loop().time
+        self._every_room = until_empty
         while not self._stop.is_set():
             await self._claim_wanted.wait()
             self._claim_wanted.clear()
@@ -78,7 +94,10 @@ class Claimer:
             window = prefetch.window(held_jobs.oldest_start)
             free = window.claim_now(held_jobs.active, held_jobs.inbox.qsize())
             if not free:
-                continue  # no room, or the slots have buffered work: wait for a worthwhile batch
+                # No room, or the slots have buffered work: wait for a worthwhile batch,
+                # claimed when room frees.
+                self._backlog = True
+                continue
             settled_before = settler.written
             try:
                 # The flush-first wait only exists after an outage; its stop guard costs a
@@ -102,7 +121,9 @@ class Claimer:
             self._db.recovered("claimer")
             if jobs:
                 self._dispatch(jobs)
-            if len(jobs) == free or more:
+            full = len(jobs) == free or more
+            self._backlog = full or self._flow.blocked
+            if full:
                 self._claim_wanted.set()  # there is probably more: claim again as slots free up
             else:
                 quiet = settled_before == settler.written  # nothing committed mid-claim

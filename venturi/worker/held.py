@@ -97,10 +97,11 @@ class Held:
 class HeldJobs:
     """Every claim of one worker, by job id, and the buffer of those waiting for a slot.
 
-    ``wake`` is set whenever a held job stops being active: a slot is free to claim for.
+    ``wake`` is called whenever a held job stops being active: a slot is free to claim for
+    (``Claimer.room_freed``).
     """
 
-    def __init__(self, metrics: WorkerMetrics, wake: asyncio.Event,
+    def __init__(self, metrics: WorkerMetrics, wake: Callable[[], None],
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.by_id: dict[UUID, Held] = {}
         self.inbox: asyncio.Queue[Held] = asyncio.Queue()  # buffered, in claim order
@@ -160,7 +161,7 @@ class HeldJobs:
         if self.active == 0:
             self._idle_since = self._clock()
             self.idle.set()
-        self._wake.set()
+        self._wake()
 
     def forget(self, held: Held, gauge: bool = True) -> None:
         """Stop holding ``held`` (settled, lost or cancelled). Only that claim: the job may

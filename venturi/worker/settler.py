@@ -35,14 +35,14 @@ OnSettled = Callable[[list[Settlement], list[Settled]], None]
 
 class Settler:
     """``on_settled`` hears of every committed batch, ``on_dropped`` of a settlement
-    the database refused on its own; ``wake`` is set when the buffer empties.
+    the database refused on its own; ``wake`` is called when the buffer empties.
     ``rate`` tells how many runs end per second now (the prefetch window's estimate)
     and ``active`` how many held jobs are still to end (running or buffered): what the
     gathering wait can expect to collect."""
 
     def __init__(self, store: Store, identity: Identity, db: DatabaseHealth,
                  on_settled: OnSettled, on_dropped: Callable[[Settlement], None],
-                 wake: asyncio.Event, rate: Callable[[], float] = lambda: 0.0,
+                 wake: Callable[[], None], rate: Callable[[], float] = lambda: 0.0,
                  active: Callable[[], int] = lambda: MAX_BATCH) -> None:
         self._store = store
         self._identity = identity
@@ -166,4 +166,4 @@ class Settler:
                 del self._buffer[: len(batch)]
                 self._settled(batch, results)
             self._empty.set()
-            self._wake.set()
+            self._wake()

@@ -125,11 +125,13 @@ class Worker(WorkerDrain):
         self._clock = DbClock()
         self._claim_wanted = asyncio.Event()  # the claimer should look for work
         self._stop = asyncio.Event()  # a drain was requested: claim nothing more
-        self._held = HeldJobs(self.metrics, self._claim_wanted)
+        # A slot freed, the settler's buffer emptied: the claimer decides if that is
+        # worth a claim (Claimer.room_freed; it is made below).
+        self._held = HeldJobs(self.metrics, lambda: self._claimer.room_freed())
         self._timer = VisibilityTimer(store, list(self.tasks), self._clock, self._db,
                                       self._claim_wanted)
         self._outcomes = Outcomes(self._held, self.metrics, self._kind_metrics,
-                                  self._timer.wake_at)
+                                  self._timer.wake_at, self._timer.wake_at_db_time)
         self._flow = Flow(store, {k: cls.__task__.limits for k, cls in self.tasks.items()},
                           self._db, self.metrics, config.heartbeat_interval.total_seconds(),
                           self._claim_wanted.set)
@@ -138,7 +140,7 @@ class Worker(WorkerDrain):
                                   None if config.prefetch == "auto" else config.prefetch,
                                   time.monotonic)  # the clock of Held.started
         self._settler = Settler(store, self.identity, self._db, self._on_settled,
-                                self._held.dropped, self._claim_wanted,
+                                self._held.dropped, lambda: self._claimer.room_freed(),
                                 self._prefetch.current_rate, lambda: self._held.active)
         self._claimer = Claimer(store, self.identity, self.leases, self._prefetch, self._held,
                                 self._settler, self._timer, self._db, self._clock,

@@ -1,0 +1,88 @@
+"""What an idle worker asks of the database per job, when jobs come one at a time.
+
+``python -m benchmarks.trickle [--jobs 50] [--concurrency 10] [--gap 0.05] [--dsn DSN]``
+starts one in-process ``Worker`` with the library's defaults, waits until it listens,
+then enqueues ``--jobs`` no-op jobs one at a time, each after the last one ran and
+``--gap`` seconds more, and counts the store calls the worker made meanwhile, per job
+(claims, settles, the timer's ``next_visible_at``; the producer's enqueues are left
+out). A job's least is one claim and one settle; docs/concepts/leases.md ("When a
+worker claims") says which wake-ups claim. Counts, not times: the figure does not
+depend on the machine's speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import inspect
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import venturi
+from venturi import Queue, Worker
+
+from .harness import DEFAULT_DSN, fresh_prefix
+from .scenarios.worker import quiet_logs, running
+
+KIND = "bench.trickle"
+RAN: list[asyncio.Event] = []
+PRODUCER_CALLS = {"enqueue", "enqueue_plain", "enqueue_many", "job"}
+
+
+class Tick(venturi.Task, kind=KIND):
+    n: int
+
+    async def run(self, ctx: venturi.Context) -> None:
+        RAN[-1].set()
+
+
+def count_calls(store: Any, counts: collections.Counter[str]) -> None:
+    """Count every call of the store's public coroutine methods (the store still runs
+    them all)."""
+    for name in dir(type(store)):
+        method = getattr(store, name, None)
+        if name.startswith("_") or not inspect.iscoroutinefunction(method):
+            continue
+
+        def counted(method: Callable[..., Awaitable[Any]], name: str) -> Any:
+            async def call(*args: Any, **kwargs: Any) -> Any:
+                counts[name] += 1
+                return await method(*args, **kwargs)
+            return call
+
+        setattr(store, name, counted(method, name))
+
+
+async def _main(args: argparse.Namespace) -> None:
+    counts: collections.Counter[str] = collections.Counter()
+    async with fresh_prefix(args.dsn) as prefix, Queue.connect(args.dsn, prefix=prefix) as q:
+        count_calls(q.store, counts)
+        with quiet_logs():
+            async with running(Worker(q, tasks=[Tick], concurrency=args.concurrency)):
+                await asyncio.sleep(0.3)  # the claims the boot and LISTEN asked for
+                counts.clear()
+                for n in range(args.jobs):
+                    RAN.append(asyncio.Event())
+                    await q.enqueue(Tick(n=n))
+                    await asyncio.wait_for(RAN[-1].wait(), 10)
+                    await asyncio.sleep(args.gap)
+                calls = {k: v for k, v in counts.items() if k not in PRODUCER_CALLS}
+    per_job = ", ".join(f"{k} {v / args.jobs:.2f}" for k, v in sorted(calls.items()))
+    print(f"{args.jobs} jobs, concurrency {args.concurrency}, {args.gap * 1e3:.0f} ms apart: "
+          f"the worker's store calls per job: {per_job}; all told "
+          f"{sum(calls.values()) / args.jobs:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=50)
+    parser.add_argument("--concurrency", type=int, default=10)
+    parser.add_argument("--gap", type=float, default=0.05)
+    parser.add_argument("--dsn", default=os.environ.get("VENTURI_DSN", DEFAULT_DSN))
+    asyncio.run(_main(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""When an idle worker claims (docs/concepts/leases.md, "When a worker claims"): on a
+wake-up that says work may exist, and on a freed slot only while work was left waiting
+for room. Real PostgreSQL, the claims counted by a spy on the store; the fallback poll is
+set an hour away, so nothing here is found by polling."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Any
+
+import pytest
+
+import venturi
+from venturi import Queue, Status
+
+from ..conftest import wait_for
+from .conftest import running
+from .spies import record
+
+pytestmark = pytest.mark.timeout(60)
+NO_POLL: dict[str, Any] = {"poll_interval": dt.timedelta(hours=1)}
+
+
+class Tick(venturi.Task, kind="wku.tick"):
+    n: int
+
+    async def run(self, ctx: venturi.Context) -> None:
+        pass
+
+
+async def _completed(queue: Queue, job: Any) -> bool:
+    row = await queue.job(getattr(job, "id", job))
+    return row is not None and row.status is Status.COMPLETED
+
+
+async def test_a_trickle_of_jobs_costs_one_claim_each(
+        pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jobs arriving one at a time, each after the last completed, into an idle worker
+    with free slots: the notification's claim takes the job and comes back short; the
+    freed slot and the settler's emptied buffer claim nothing more (they made two empty
+    claims per job)."""
+    worker = venturi.Worker(pgq, tasks=[Tick], concurrency=4, **NO_POLL)
+    claims = record(monkeypatch, pgq.store, "claim")
+    async with running(worker):
+        # Once it listens, the waker asks for a claim (for what was notified before): let
+        # it be made, and count from there.
+        await wait_for(lambda: worker.health.listening, what="LISTEN")
+        await wait_for(lambda: not worker._claim_wanted.is_set() and not worker._claimer.claiming,
+                       what="the claims asked for at boot to be made")
+        before = len(claims)
+        for n in range(20):
+            job = await pgq.enqueue(Tick(n=n))
+            await wait_for(lambda job=job: _completed(pgq, job), what=f"job {n} to complete")
+            await wait_for(lambda: worker.held == 0, what="its settlement to be written")
+        got = [len(c.result) for c in claims[before:]]
+        assert got == [1] * 20, got
+
+
+async def test_a_freed_slot_claims_what_a_full_claim_left_behind(pgq: Queue) -> None:
+    """Work waiting when the worker's claims came back full is claimed as slots free up,
+    with no wake-up but the freed slots: one slot, no prefetch, eight jobs enqueued
+    before the worker started (their notifications were sent to nobody)."""
+    jobs = await pgq.enqueue_many([Tick(n=n) for n in range(8)])
+    worker = venturi.Worker(pgq, tasks=[Tick], concurrency=1, prefetch=0, **NO_POLL)
+    async with running(worker, ready=False):
+        for job in jobs:
+            await wait_for(lambda job=job: _completed(pgq, job), what="every job to complete")
+
+
+async def test_a_wake_up_while_every_slot_is_busy_is_claimed_when_one_frees(
+        pgq: Queue) -> None:
+    """A notification that comes while the only slot runs a job claims nothing then; the
+    slot freeing claims it (the worker's last claim, of the running job, was full)."""
+    release = asyncio.Event()
+
+    class Hold(venturi.Task, kind="wku.hold"):
+        async def run(self, ctx: venturi.Context) -> None:
+            await release.wait()
+
+    worker = venturi.Worker(pgq, tasks=[Hold, Tick], concurrency=1, prefetch=0,
+                            **NO_POLL)
+    async with running(worker):
+        await wait_for(lambda: worker.health.listening, what="LISTEN")
+        await pgq.enqueue(Hold())
+        await wait_for(lambda: worker.held == 1, what="the holding job to run")
+        waiting = await pgq.enqueue(Tick(n=1))
+        release.set()
+        await wait_for(lambda: _completed(pgq, waiting), what="the waiting job to complete")
+
+
+async def test_a_periodic_task_s_next_tick_runs_with_no_poll(pgq: Queue) -> None:
+    """A periodic occurrence's settle inserts the next tick, due a second later: no
+    notification announces it, and the claim after the run finds nothing, so the settle
+    arms the worker's timer for it (the poll is an hour away, the reseed too)."""
+    ran: list[int] = []
+
+    class EverySecond(venturi.Task, kind="wku.every", every=dt.timedelta(seconds=1)):
+        async def run(self, ctx: venturi.Context) -> None:
+            ran.append(ctx.run_no)
+
+    worker = venturi.Worker(pgq, tasks=[EverySecond], concurrency=2,
+                            periodic_reseed_interval=dt.timedelta(hours=1), **NO_POLL)
+    async with running(worker):
+        await wait_for(lambda: len(ran) >= 3, timeout=10, what="three ticks to run")
+
