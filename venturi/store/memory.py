@@ -276,13 +276,14 @@ class MemoryStore(MemoryWorkflows, Store):
             if job.periodic and t.status.terminal and s.successor is not None:
                 next_id, next_at = s.successor
                 if not self._periodic_taken(job.kind) and next_id not in self._jobs:
-                    self._jobs[next_id] = dataclasses.replace(
+                    self._jobs[next_id] = successor = dataclasses.replace(
                         job, id=next_id, status=Status.PENDING, created_at=now,
                         visible_at=max(next_at, now), claim_expires_at=None, claimed_by=None,
                         finished_at=None, run_count=0, failure_count=0, carry=None,
                         dedup_key=None, subject=None,
                         trace_context=_codec.loads(s.successor_trace), result=None,
                     )
+                    woke.append(successor)  # announced like a retried row (settle.sql)
             out.append(Settled(s.id, True, t.status, t.outcome))
         self._announce(woke, now)
         self._announce_finished([id for id in finished if id in self._awaited])

@@ -5,7 +5,8 @@
 -- name: settle_many
 -- A batch of settlements, each guarded (still_held); the journal entries come from
 -- the UPDATE's RETURNING, so a guard miss journals nothing; a terminal periodic
--- occurrence inserts its successor (docs/concepts/periodic.md). Each row reads its
+-- occurrence inserts its successor and announces it with the rows made pending
+-- again (wake_pending; docs/concepts/periodic.md). Each row reads its
 -- input from $4 under its id: [run_no, action, note, attachment, delay in
 -- microseconds, set_carry, carry, successor id, successor time, successor trace
 -- context, result]. A completion stores its result; a row that finishes (completed,
@@ -65,11 +66,14 @@ WITH upd AS (
     FROM upd
     WHERE periodic AND status IN ('completed', 'dead') AND e ->> 7 IS NOT NULL
     ON CONFLICT DO NOTHING
-    RETURNING kind
+    RETURNING kind, visible_at
 ), pending AS (
     -- Work that is runnable again (released, retried, paused) may suit another worker;
-    -- work due later says when.
+    -- work due later says when. A successor is announced like an enqueue: any worker
+    -- of its kind arms its timer for the tick (claims at once when it is already due).
     SELECT kind, visible_at FROM upd WHERE status = 'pending'
+    UNION ALL
+    SELECT kind, visible_at FROM successor
 ), finished AS (
     SELECT id FROM upd WHERE status IN ('completed', 'dead') AND awaited
 ),

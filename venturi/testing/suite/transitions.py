@@ -57,6 +57,14 @@ def expected_wakeups(t: Transition, kind: str, visible_at: dt.datetime,
     return [(kind, None if notice.due is None else round(notice.due.timestamp(), 3))]
 
 
+def successor_wakeups(kind: str, tick: dt.datetime,
+                      now: dt.datetime) -> list[tuple[str, float | None]]:
+    """The wake-up for a periodic occurrence's successor: at its tick, or runnable now
+    when the tick is past (the successor is clamped to now)."""
+    notice = parse_job_notice(job_notice(kind, max(tick, now), now))
+    return [(kind, None if notice.due is None else round(notice.due.timestamp(), 3))]
+
+
 async def _entry(store: Store, id: Any) -> tuple[Any, ...]:
     e = (await store.journal(id))[-1]
     return (e.run_no, e.outcome, e.note, e.recorded_at)
@@ -104,9 +112,12 @@ async def test_settle_transition(store: Store, clock: ManualClock, action: Actio
     after = await job(store, before.id)
     assert after == t.apply(before, now, delay=DELAY)
     assert await _entry(store, before.id) == (2, t.outcome, "why", now)
-    assert woke == expected_wakeups(t, before.kind, after.visible_at, now)
+    expected = expected_wakeups(t, before.kind, after.visible_at, now)
     if successor is not None:
         assert (await store.job(successor[0]) is not None) is t.status.terminal
+        if t.status.terminal:  # the next tick, announced by the same statement
+            expected += successor_wakeups(before.kind, successor[1], now)
+    assert woke == expected
 
 
 RECOVERIES = {"recover": Recovery.LEASE_EXPIRED, "recover_stale": Recovery.LEASE_EXPIRED,
@@ -173,3 +184,34 @@ async def test_merge_transition(store: Store, clock: ManualClock, requested: int
     assert after == t.apply(before, now, requested=when)
     assert await _entry(store, new.id) == (0, t.outcome, "why", now)
     assert woke == expected_wakeups(t, before.kind, after.visible_at, now)
+
+
+SUCCESSOR_CASES = [(a, due) for a in (Action.COMPLETE, Action.KILL) for due in (300, -60)]
+
+
+@pytest.mark.parametrize(("action", "due"), SUCCESSOR_CASES, ids=[
+    f"{a.value}-{'later' if d > 0 else 'overdue'}" for a, d in SUCCESSOR_CASES])
+async def test_terminal_periodic_settle_announces_its_successor(
+        store: Store, clock: ManualClock, action: Action, due: int) -> None:
+    """The settle that ends an occurrence inserts the next one and announces it like an
+    enqueue would (docs/concepts/periodic.md): workers that did not run the occurrence
+    arm their timers for a tick due later, and claim at once for one already due. In a
+    batch with a retried job, each kind gets its own wake-up."""
+    assert await store.seed_periodic([new_job("tick", periodic=True)]) == 1
+    await add(store, new_job("k"))
+    ticked = await claim_one(store, "tick")
+    failed = await claim_one(store, "k")
+    clock.advance(3)
+    now = clock.now()
+    next_id, tick = uuid7(), now + dt.timedelta(seconds=due)
+    async with store.listen() as listener:
+        results = await store.settle_many("w/1", [
+            settlement(ticked, action, successor=(next_id, tick)),
+            settlement(failed, Action.FAIL, delay=DELAY)])
+        woke = await wakeups(store, listener)
+
+    assert [r.applied for r in results] == [True, True]
+    assert (await job(store, next_id)).visible_at == max(tick, now)
+    assert sorted(woke, key=lambda w: w[0]) == [
+        ("k", round((now + DELAY).timestamp(), 3)),
+        *successor_wakeups("tick", tick, now)]
