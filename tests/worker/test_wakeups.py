@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 import venturi
+import venturi.worker.worker as worker_module
 from venturi import Queue, Status
+from venturi.worker.waker import Poller
 
 from ..conftest import wait_for
 from .conftest import running
@@ -90,9 +93,10 @@ async def test_a_wake_up_while_every_slot_is_busy_is_claimed_when_one_frees(
 
 
 async def test_a_periodic_task_s_next_tick_runs_with_no_poll(pgq: Queue) -> None:
-    """A periodic occurrence's settle inserts the next tick, due a second later: no
-    notification announces it, and the claim after the run finds nothing, so the settle
-    arms the worker's timer for it (the poll is an hour away, the reseed too)."""
+    """A periodic occurrence's settle inserts the next tick, due a second later, and
+    announces it: the claim after the run finds nothing, and the worker that settled it
+    arms its timer from its own notification (the poll is an hour away, the reseed
+    too)."""
     ran: list[int] = []
 
     class EverySecond(venturi.Task, kind="wku.every", every=dt.timedelta(seconds=1)):
@@ -104,3 +108,52 @@ async def test_a_periodic_task_s_next_tick_runs_with_no_poll(pgq: Queue) -> None
     async with running(worker):
         await wait_for(lambda: len(ran) >= 3, timeout=10, what="three ticks to run")
 
+
+
+async def test_a_tick_wakes_a_worker_that_did_not_run_the_occurrence(
+        pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The settle that ends an occurrence announces the next tick to every worker of the
+    kind: worker b, idle since before the occurrence settled (it found it claimed by a),
+    runs the next tick with its poll and its reseed an hour away, while a, which ran the
+    occurrence, stops claiming before settling it."""
+    ran: list[str] = []
+    started, go = asyncio.Event(), asyncio.Event()
+    workers: dict[str, venturi.Worker] = {}
+
+    class Gated(venturi.Task, kind="wku.gated", every=dt.timedelta(seconds=1)):
+        async def run(self, ctx: venturi.Context) -> None:
+            ran.append(str(ctx.job_id))
+            if len(ran) == 1:  # a's run: held until b is up, then a drains
+                started.set()
+                await go.wait()
+                workers["a"].request_drain()  # no claim from a after this: the tick is b's
+
+    options: dict[str, Any] = {"concurrency": 1, "periodic_reseed_interval": dt.timedelta(hours=1),
+                               **NO_POLL}
+    a = workers["a"] = venturi.Worker(pgq, tasks=[Gated], name="wku-a", **options)
+    b = venturi.Worker(pgq, tasks=[Gated], name="wku-b", **options)
+    # b's first poll comes a second after its boot (LISTEN was not up when the poll's
+    # sleep began): it must be behind b before the tick, or it could find the tick.
+    polled = asyncio.Event()
+
+    def poller(interval: float, health: Any, claim_wanted: asyncio.Event,
+               on_tick: Callable[[], None]) -> Poller:
+        def tick() -> None:
+            if health is b.health:
+                polled.set()
+            on_tick()
+        return Poller(interval, health, claim_wanted, tick)
+    monkeypatch.setattr(worker_module, "Poller", poller)
+    async with running(a):
+        await asyncio.wait_for(started.wait(), 10)
+        async with running(b):
+            await wait_for(lambda: b.health.listening, what="b's LISTEN")
+            await asyncio.wait_for(polled.wait(), 10)
+            await wait_for(lambda: not b._claim_wanted.is_set() and not b._claimer.claiming,
+                           what="b's claims to find the occurrence taken")
+            assert b.progress.completed == 0 and b.held == 0
+            go.set()
+            await wait_for(lambda: a.progress.completed == 1, what="a to settle its run")
+            await wait_for(lambda: b.progress.completed >= 1, timeout=10,
+                           what="b to run the next tick")
+    assert a.progress.completed == 1 and len(set(ran)) == len(ran) >= 2
