@@ -31,26 +31,19 @@ class Progress:
     held: int
 
 
-# Outcomes that end a periodic occurrence: its settle inserts the next tick.
-_ENDED = frozenset({Outcome.COMPLETED, Outcome.DEAD})
-
-
 class Outcomes:
     """Records every committed settle batch. ``wake_at`` arms the worker's timer for a
-    local time (a retried or paused job becomes claimable again then), ``wake_at_db`` for
-    a database time (a periodic job's next tick, inserted by its last settle): work this
-    worker made due later, which no notification announces (docs/concepts/leases.md,
-    "When a worker claims")."""
+    local time: a retried or paused job becomes claimable again then. (A periodic job's
+    next tick, inserted by the settle of its occurrence, is announced by that statement
+    to every worker of the kind, this one included: docs/concepts/periodic.md.)"""
 
     def __init__(self, held: HeldJobs, metrics: WorkerMetrics,
                  kind_metrics: dict[str, KindMetrics],
-                 wake_at: Callable[[dt.datetime], None],
-                 wake_at_db: Callable[[dt.datetime], None]) -> None:
+                 wake_at: Callable[[dt.datetime], None]) -> None:
         self._held = held
         self._metrics = metrics
         self._kinds = kind_metrics
         self._wake_at = wake_at
-        self._wake_at_db = wake_at_db
         self.trace = False  # log every completion (DEBUG): decided once per run
         self.completed = self.retried = self.dead = self.paused = self.released = 0
 
@@ -64,8 +57,6 @@ class Outcomes:
         completed: dict[str, int] = {}
         held_map = self._held.by_id
         for settlement, result in zip(batch, results, strict=True):
-            if settlement.successor is not None and result.outcome in _ENDED:
-                self._wake_at_db(settlement.successor[1])  # the next tick
             held = held_map.get(settlement.id)
             if (held is not None and result.outcome is Outcome.COMPLETED and not self.trace
                     and held.state is HeldState.SETTLING and held.run_no == settlement.run_no):

@@ -131,7 +131,7 @@ class Worker(WorkerDrain):
         self._timer = VisibilityTimer(store, list(self.tasks), self._clock, self._db,
                                       self._claim_wanted)
         self._outcomes = Outcomes(self._held, self.metrics, self._kind_metrics,
-                                  self._timer.wake_at, self._timer.wake_at_db_time)
+                                  self._timer.wake_at)
         self._flow = Flow(store, {k: cls.__task__.limits for k, cls in self.tasks.items()},
                           self._db, self.metrics, config.heartbeat_interval.total_seconds(),
                           self._claim_wanted.set)
