@@ -21,7 +21,7 @@ from structlog.testing import capture_logs
 
 import venturi
 from venturi import Queue, Status, WorkerConfig
-from venturi.errors import DatabaseUnavailable
+from venturi.errors import ConfigError, DatabaseUnavailable
 from venturi.worker.health import DatabaseHealth, Health
 from venturi.worker.slots import Slots
 from venturi.worker.waker import Poller
@@ -245,6 +245,77 @@ async def test_the_clock_and_the_kinds_are_read_while_the_name_lock_connects(
     async with running(worker, ready=False):
         await wait_for(lambda: _completed(pgq, job), timeout=10,
                        what="the job to run once the boot took the name")
+
+
+class _Watched(_HeldBack):
+    """The name's lock, its session held back by ``gate``: ``reached`` is set once the
+    boot asks for the session, ``taken`` once ``acquire`` has taken the lock."""
+
+    def __init__(self, real: Any, gate: asyncio.Event, reached: asyncio.Event,
+                 taken: asyncio.Event) -> None:
+        super().__init__(real, gate)
+        self._reached = reached
+        self._taken = taken
+
+    async def __aenter__(self) -> Any:
+        self._reached.set()
+        lock = await super().__aenter__()
+        real_acquire, taken = lock.acquire, self._taken
+
+        async def acquire() -> bool:
+            held: bool = await real_acquire()
+            if held:
+                taken.set()
+            return held
+        lock.acquire = acquire
+        return lock
+
+
+async def _untouched(queue: Queue, jobs: list[Any]) -> bool:
+    for job in jobs:
+        row = await queue.job(job.id)
+        if row is None or (row.status, row.run_count) != (Status.PENDING, 0):
+            return False
+        if await queue.journal(job.id):
+            return False
+    return True
+
+
+async def test_no_claim_goes_out_before_the_worker_holds_its_name(
+        pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker takes its name's lock before its first claim (docs/concepts/leases.md,
+    "Restarts: boot recovery"). While another session holds the name, a worker of that
+    name refuses to start and has claimed nothing. Once the name is free, with the lock's
+    session held back, nothing is claimed while the boot waits at the lock (the reads
+    beside it done); let through, the jobs run, and every claim went out with the lock
+    held."""
+    name = "wsv-named"
+    jobs = [await pgq.enqueue(Ping()) for _ in range(3)]
+    gate, reached, taken = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    claims = record(monkeypatch, pgq.store, "claim", observe=taken.is_set)
+    declares = record(monkeypatch, pgq.store, "declare_kinds")
+
+    async with pgq.store.identity_lock(name) as elsewhere:  # the key the worker locks
+        assert await elsewhere.acquire()
+        with pytest.raises(ConfigError, match="held by a live worker"):
+            await asyncio.wait_for(venturi.Worker(pgq, tasks=[Ping], name=name).run(), 15)
+        assert claims == [] and await _untouched(pgq, jobs)
+
+    real_lock = pgq.store.identity_lock
+    monkeypatch.setattr(pgq.store, "identity_lock",
+                        lambda n: _Watched(real_lock(n), gate, reached, taken))
+    worker = venturi.Worker(pgq, tasks=[Ping], name=name, concurrency=3)
+    async with running(worker, ready=False):
+        await asyncio.wait_for(reached.wait(), 10)
+        before = len(declares)
+        await wait_for(lambda: len(declares) > before and declares[-1].ended is not None,
+                       what="the kinds to be declared beside the lock's session")
+        assert claims == [] and await _untouched(pgq, jobs)
+        gate.set()
+        for job in jobs:
+            await wait_for(lambda job=job: _completed(pgq, job), timeout=10,
+                           what="the jobs to run once the name is held")
+    assert claims and all(c.seen for c in claims), [c.seen for c in claims]
 
 
 async def test_the_first_claim_is_out_before_the_slots_are_made(
