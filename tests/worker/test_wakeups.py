@@ -42,22 +42,25 @@ async def test_a_trickle_of_jobs_costs_one_claim_each(
     """Jobs arriving one at a time, each after the last completed, into an idle worker
     with free slots: the notification's claim takes the job and comes back short; the
     freed slot and the settler's emptied buffer claim nothing more (they made two empty
-    claims per job)."""
+    claims per job). Nor does a short claim ask when the next delayed job is due: every
+    statement that makes work due later announces its time (it did, once per job)."""
     worker = venturi.Worker(pgq, tasks=[Tick], concurrency=4, **NO_POLL)
     claims = record(monkeypatch, pgq.store, "claim")
+    lookups = record(monkeypatch, pgq.store, "next_visible_at")
     async with running(worker):
         # Once it listens, the waker asks for a claim (for what was notified before): let
         # it be made, and count from there.
         await wait_for(lambda: worker.health.listening, what="LISTEN")
         await wait_for(lambda: not worker._claim_wanted.is_set() and not worker._claimer.claiming,
                        what="the claims asked for at boot to be made")
-        before = len(claims)
+        before, looked = len(claims), len(lookups)
         for n in range(20):
             job = await pgq.enqueue(Tick(n=n))
             await wait_for(lambda job=job: _completed(pgq, job), what=f"job {n} to complete")
             await wait_for(lambda: worker.held == 0, what="its settlement to be written")
         got = [len(c.result) for c in claims[before:]]
         assert got == [1] * 20, got
+        assert len(lookups) == looked, lookups[looked:]
 
 
 async def test_a_freed_slot_claims_what_a_full_claim_left_behind(pgq: Queue) -> None:
@@ -107,7 +110,6 @@ async def test_a_periodic_task_s_next_tick_runs_with_no_poll(pgq: Queue) -> None
                             periodic_reseed_interval=dt.timedelta(hours=1), **NO_POLL)
     async with running(worker):
         await wait_for(lambda: len(ran) >= 3, timeout=10, what="three ticks to run")
-
 
 
 async def test_a_tick_wakes_a_worker_that_did_not_run_the_occurrence(

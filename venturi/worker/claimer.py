@@ -130,8 +130,10 @@ class Claimer:
                 if (until_empty and quiet and not jobs and not len(held_jobs)
                         and not len(settler) and not self._flow.waiting):
                     log.info("queue_empty", worker=self._identity.name)
-                    return True  # the drain follows: no timer to set
-                self._timer.recompute()
+                    return True  # the drain follows
+                # No re-read of the next delayed job here: every statement that makes
+                # work due later announces its time, and the timer asks again each time
+                # it fires (docs/concepts/leases.md, "When a worker claims").
                 if until_empty and not quiet:
                     self._claim_wanted.set()
         return False
