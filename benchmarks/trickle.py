@@ -1,9 +1,10 @@
 """What an idle worker asks of the database per job, when jobs come one at a time.
 
-``python -m benchmarks.trickle [--jobs 50] [--concurrency 10] [--gap 0.05] [--dsn DSN]``
-starts one in-process ``Worker`` with the library's defaults, waits until it listens,
+``python -m benchmarks.trickle [--jobs 50] [--concurrency 10] [--gap 0.05] [--workers 1]
+[--dsn DSN]`` starts ``--workers`` in-process workers with the library's defaults
+(one queue: their calls are counted together), waits until they listen,
 then enqueues ``--jobs`` no-op jobs one at a time, each after the last one ran and
-``--gap`` seconds more, and counts the store calls the worker made meanwhile, per job
+``--gap`` seconds more, and counts the store calls the workers made meanwhile, per job
 (claims, settles, the timer's ``next_visible_at``; the producer's enqueues are left
 out). A job's least is one claim and one settle; docs/concepts/leases.md ("When a
 worker claims") says which wake-ups claim. Counts, not times: the figure does not
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import inspect
 import os
 from collections.abc import Awaitable, Callable
@@ -60,7 +62,10 @@ async def _main(args: argparse.Namespace) -> None:
     async with fresh_prefix(args.dsn) as prefix, Queue.connect(args.dsn, prefix=prefix) as q:
         count_calls(q.store, counts)
         with quiet_logs():
-            async with running(Worker(q, tasks=[Tick], concurrency=args.concurrency)):
+            async with contextlib.AsyncExitStack() as workers:
+                for _ in range(args.workers):
+                    await workers.enter_async_context(
+                        running(Worker(q, tasks=[Tick], concurrency=args.concurrency)))
                 await asyncio.sleep(0.3)  # the claims the boot and LISTEN asked for
                 counts.clear()
                 for n in range(args.jobs):
@@ -70,8 +75,8 @@ async def _main(args: argparse.Namespace) -> None:
                     await asyncio.sleep(args.gap)
                 calls = {k: v for k, v in counts.items() if k not in PRODUCER_CALLS}
     per_job = ", ".join(f"{k} {v / args.jobs:.2f}" for k, v in sorted(calls.items()))
-    print(f"{args.jobs} jobs, concurrency {args.concurrency}, {args.gap * 1e3:.0f} ms apart: "
-          f"the worker's store calls per job: {per_job}; all told "
+    print(f"{args.jobs} jobs, {args.workers} worker(s) of concurrency {args.concurrency}, "
+          f"{args.gap * 1e3:.0f} ms apart: the workers' store calls per job: {per_job}; all told "
           f"{sum(calls.values()) / args.jobs:.2f}")
 
 
@@ -80,6 +85,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=50)
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--gap", type=float, default=0.05)
+    parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--dsn", default=os.environ.get("VENTURI_DSN", DEFAULT_DSN))
     asyncio.run(_main(parser.parse_args()))
 
