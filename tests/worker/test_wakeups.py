@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 import venturi
-import venturi.worker.worker as worker_module
+import venturi.worker.waker as waker_module
 from venturi import Queue, Status
+from venturi.worker.health import Health
 from venturi.worker.waker import Poller
 
 from ..conftest import wait_for
@@ -134,23 +134,10 @@ async def test_a_tick_wakes_a_worker_that_did_not_run_the_occurrence(
                                **NO_POLL}
     a = workers["a"] = venturi.Worker(pgq, tasks=[Gated], name="wku-a", **options)
     b = venturi.Worker(pgq, tasks=[Gated], name="wku-b", **options)
-    # b's first poll comes a second after its boot (LISTEN was not up when the poll's
-    # sleep began): it must be behind b before the tick, or it could find the tick.
-    polled = asyncio.Event()
-
-    def poller(interval: float, health: Any, claim_wanted: asyncio.Event,
-               on_tick: Callable[[], None]) -> Poller:
-        def tick() -> None:
-            if health is b.health:
-                polled.set()
-            on_tick()
-        return Poller(interval, health, claim_wanted, tick)
-    monkeypatch.setattr(worker_module, "Poller", poller)
     async with running(a):
         await asyncio.wait_for(started.wait(), 10)
         async with running(b):
             await wait_for(lambda: b.health.listening, what="b's LISTEN")
-            await asyncio.wait_for(polled.wait(), 10)
             await wait_for(lambda: not b._claim_wanted.is_set() and not b._claimer.claiming,
                            what="b's claims to find the occurrence taken")
             assert b.progress.completed == 0 and b.held == 0
@@ -159,3 +146,26 @@ async def test_a_tick_wakes_a_worker_that_did_not_run_the_occurrence(
             await wait_for(lambda: b.progress.completed >= 1, timeout=10,
                            what="b to run the next tick")
     assert a.progress.completed == 1 and len(set(ran)) == len(ran) >= 2
+
+
+async def test_the_first_poll_waits_its_interval_once_listen_is_up(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """While LISTEN is down the poll comes every second at most; when LISTEN comes up
+    during such a wait (the boot's first one, a reconnection), the waker has just looked
+    for work, so that wait ends without a poll and the next lasts the whole interval. A
+    worker with an hour's poll interval polled a second after every boot."""
+    health = Health()
+    claim_wanted, waits = asyncio.Event(), []
+
+    async def sleep(seconds: float) -> None:
+        waits.append((seconds, claim_wanted.is_set()))
+        if len(waits) == 1:
+            health.listening = True  # LISTEN came up during the first wait
+        elif len(waits) == 3:
+            raise asyncio.CancelledError
+
+    monkeypatch.setattr(waker_module.anyio, "sleep", sleep)
+    with pytest.raises(asyncio.CancelledError):
+        await Poller(3600.0, health, claim_wanted).run()
+    # The short wait, then the whole interval with no poll between them; then a poll.
+    assert waits == [(1.0, False), (3600.0, False), (3600.0, True)]

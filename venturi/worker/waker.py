@@ -174,10 +174,12 @@ class Poller:
 
     async def run(self) -> None:
         while True:
-            interval = self._interval
-            if not self._health.listening:
-                interval = min(interval, 1.0)
-            await anyio.sleep(interval)
+            listening = self._health.listening
+            await anyio.sleep(self._interval if listening else min(self._interval, 1.0))
+            if not listening and self._health.listening:
+                # LISTEN came up meanwhile (the boot's first wait, a reconnection): the
+                # waker looked for work then, and the full interval starts now.
+                continue
             if self._on_tick is not None:
                 self._on_tick()
             self._claim_wanted.set()
