@@ -32,6 +32,8 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import asyncpg
 
+from ._asyncpg_types import know_builtin_arrays
+
 SILENT_PEER = 15.0  # seconds
 _KEEPALIVE = {"TCP_KEEPIDLE": 5, "TCP_KEEPINTVL": 5, "TCP_KEEPCNT": 3}
 # Session attributes that one host alone can answer the same way as a list of hosts
@@ -116,4 +118,5 @@ async def connect(dsn: str, *args: Any, timeout: float = 60.0,  # noqa: ASYNC109
             assert last is not None
             raise last
     bound_silence(conn)
+    know_builtin_arrays(conn)  # no type introspection round trip on first use
     return conn
