@@ -287,13 +287,14 @@ async def test_no_claim_goes_out_before_the_worker_holds_its_name(
     "Restarts: boot recovery"). While another session holds the name, a worker of that
     name refuses to start and has claimed nothing. Once the name is free, with the lock's
     session held back, nothing is claimed while the boot waits at the lock (the reads
-    beside it done); let through, the jobs run, and every claim went out with the lock
-    held."""
+    and the claims' preparation beside it done); let through, the jobs run, and every
+    claim went out with the lock held."""
     name = "wsv-named"
     jobs = [await pgq.enqueue(Ping()) for _ in range(3)]
     gate, reached, taken = asyncio.Event(), asyncio.Event(), asyncio.Event()
     claims = record(monkeypatch, pgq.store, "claim", observe=taken.is_set)
     declares = record(monkeypatch, pgq.store, "declare_kinds")
+    prepares = record(monkeypatch, pgq.store, "prepare_claims")
 
     async with pgq.store.identity_lock(name) as elsewhere:  # the key the worker locks
         assert await elsewhere.acquire()
@@ -305,11 +306,14 @@ async def test_no_claim_goes_out_before_the_worker_holds_its_name(
     monkeypatch.setattr(pgq.store, "identity_lock",
                         lambda n: _Watched(real_lock(n), gate, reached, taken))
     worker = venturi.Worker(pgq, tasks=[Ping], name=name, concurrency=3)
+    before, prepared = len(declares), len(prepares)
     async with running(worker, ready=False):
         await asyncio.wait_for(reached.wait(), 10)
-        before = len(declares)
         await wait_for(lambda: len(declares) > before and declares[-1].ended is not None,
                        what="the kinds to be declared beside the lock's session")
+        # The claim's own session is opened and its plan made meanwhile: nothing claimed.
+        await wait_for(lambda: len(prepares) > prepared and prepares[-1].ended is not None,
+                       what="the claims to be prepared beside the lock's session")
         assert claims == [] and await _untouched(pgq, jobs)
         gate.set()
         for job in jobs:

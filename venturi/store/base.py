@@ -163,6 +163,14 @@ class Store(abc.ABC):
         """Claim up to ``request.limit`` runnable jobs in one statement
         (docs/concepts/priorities.md)."""
 
+    async def prepare_claims(self, request: ClaimRequest) -> None:
+        """Get ready to claim for ``request``'s kinds, claiming nothing: a booting
+        worker calls it while it takes its name's lock, which it must hold before its
+        first claim (docs/concepts/leases.md, "Restarts: boot recovery"). A store whose
+        claims run on sessions of their own opens one and plans the claim there; by
+        default, nothing."""
+        return None
+
     @abc.abstractmethod
     async def claim_limited(self, request: ClaimRequest) -> LimitedClaim:
         """Claim up to ``request.limit`` runnable jobs of limited kinds, within what

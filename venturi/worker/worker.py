@@ -23,7 +23,7 @@ import anyio
 from ..errors import ConfigError, DatabaseUnavailable
 from ..logs import get_logger
 from ..queue import Queue
-from ..store.base import IdentityLock, Settled, Settlement
+from ..store.base import ClaimRequest, IdentityLock, Settled, Settlement
 from ..task import Task
 from .claimer import Claimer
 from .clock import DbClock
@@ -260,9 +260,19 @@ class Worker(WorkerDrain):
         database is unreachable gives the boot up: None."""
         name = NameLock(self.store, self.identity, stack)
 
-        async def beside() -> None:  # what does not need the name
+        async def clock_and_kinds() -> None:
             await self._clock.sync(self.store)
             await self._flow.declare()
+
+        async def prepare() -> None:
+            # The claim's own session opens and plans the claim, claiming nothing: a
+            # cold worker's first claim paid for both (Store.prepare_claims).
+            with contextlib.suppress(DatabaseUnavailable):  # the first claim will retry
+                await self.store.prepare_claims(ClaimRequest(
+                    self.identity.claimed_by, self.leases, 0))
+
+        async def beside() -> None:  # what does not need the name
+            await asyncio.gather(clock_and_kinds(), prepare())
 
         async def boot() -> None:
             # The name's lock opens a session of its own (a connection: milliseconds on

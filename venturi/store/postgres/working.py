@@ -44,6 +44,15 @@ class Working(Operations):
         )
         return [rows.job(r) for r in found]
 
+    async def prepare_claims(self, request: ClaimRequest) -> None:
+        """The claim statement with a limit of 0 (it updates no row): the first call opens
+        a plan-caching session and makes the claim's plan on it, 15-20 ms on a new
+        connection (benchmarks/results-throughput.md, "Boot: the claim session")."""
+        kinds = list(request.leases)
+        if kinds:
+            await self._fetch("claim", kinds, [request.leases[k] for k in kinds], 0, 0, 0,
+                              request.claimed_by, keep=True)
+
     async def settle_many(
         self, claimed_by: str, settlements: Sequence[Settlement]
     ) -> list[Settled]:

@@ -114,3 +114,17 @@ async def test_next_visible_at_is_the_soonest_future_job_of_the_kinds(
     assert await store.next_visible_at(["a"]) == now + dt.timedelta(seconds=30)
     assert await store.next_visible_at(["a", "b"]) == now + dt.timedelta(seconds=10)
     assert await store.next_visible_at(["c"]) is None
+
+
+async def test_prepare_claims_claims_nothing(store: Store, clock: ManualClock) -> None:
+    """A booting worker prepares its claims before it holds its name (Store.prepare_claims):
+    nothing may be claimed by it, and a claim after it works as ever."""
+    job = (await add(store, new_job("k")))[0]
+    leases = {"k": dt.timedelta(seconds=30), "other": dt.timedelta(seconds=5)}
+    await store.prepare_claims(ClaimRequest("host:1/boot", leases, 0))
+    await store.prepare_claims(ClaimRequest("host:1/boot", leases, 10))  # whatever the limit
+    row = await store.job(job.id)
+    assert row is not None and (row.status, row.run_count, row.claimed_by) == (
+        Status.PENDING, 0, None)
+    assert await store.journal(job.id) == []
+    assert [j.id for j in await store.claim(ClaimRequest("host:1/boot", leases, 10))] == [job.id]
