@@ -1,12 +1,13 @@
 """A worker's boot, step by step: from ``Worker(...)`` to its first handler.
 
-``python -m benchmarks.boottrace [--rounds 4] [--jobs 4000] [--concurrency 200] [--dsn DSN]``
+``python -m benchmarks.boottrace [--rounds 4] [--jobs 4000] [--concurrency 200] [--window 60]
+[--dsn DSN]``
 fills a fresh prefix with ``--jobs`` jobs that ``await asyncio.sleep(0.02)``, then runs
 one in-process ``Worker(concurrency=...)`` with the library's defaults,
 ``run(until_empty=True)``, ``--rounds`` times on the same ``Queue`` (the first round
 opens the pool's connections; the later ones are warm). Each round prints, in ms from
 ``Worker(...)``: the boot's start and end (name lock, recovery, clock, kinds), every
-store call begun and ended in the first 60 ms (``name>`` and ``<name``), the first claim
+store call begun and ended in the first ``--window`` ms (``name>`` and ``<name``), the first claim
 sent and its rows back, and the first handler's start (benchmarks/results-throughput.md,
 "Boot: the claim goes out before the slots are made"). The marks are wrappers set on
 this checkout's classes for the run. A diagnosis, not a benchmark figure.
@@ -34,7 +35,6 @@ from .harness import DEFAULT_DSN, fresh_prefix, truncate
 from .scenarios.worker import fill, quiet_logs
 
 KIND = "bench.boottrace"
-WINDOW = 0.060  # seconds of each boot shown
 MARKS: list[tuple[float, str]] = []
 
 
@@ -107,7 +107,7 @@ async def _main(args: argparse.Namespace) -> None:
                     await Worker(q, tasks=[Sleepy], concurrency=args.concurrency
                                  ).run(until_empty=True)
                 shown = [f"{what} {(at - began) * 1e3:.1f}" for at, what in MARKS
-                         if at - began < WINDOW]
+                         if at - began < args.window / 1e3]
                 print(f"round {round_no}: " + " | ".join(shown), flush=True)
         finally:
             await conn.close()
@@ -118,6 +118,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--jobs", type=int, default=4000)
     parser.add_argument("--concurrency", type=int, default=200)
+    parser.add_argument("--window", type=float, default=60.0, help="ms of each boot shown")
     parser.add_argument("--dsn", default=os.environ.get("VENTURI_DSN", DEFAULT_DSN))
     asyncio.run(_main(parser.parse_args()))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -53,6 +54,13 @@ from .vacuum import Vacuum
 from .waker import Poller, VisibilityTimer, Waker
 
 log = get_logger("venturi.worker")
+
+# anyio imports its asyncio backend when it is first used, about 30 ms of imports that a
+# process's first worker paid between Worker(...) and its boot: here they are part of
+# importing the worker, like the rest of its code (benchmarks/results-throughput.md,
+# "Boot: the claim session"). A later anyio that moves the module imports it as before.
+with contextlib.suppress(ImportError):
+    importlib.import_module("anyio._backends._asyncio")
 
 Lifespan = Callable[[], AbstractAsyncContextManager[Any]]
 Service = Callable[[], Coroutine[Any, Any, None]]
