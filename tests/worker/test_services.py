@@ -343,3 +343,14 @@ async def test_the_first_claim_is_out_before_the_slots_are_made(
 async def _completed(queue: Queue, job: Any) -> bool:
     row = await queue.job(job.id)
     return row is not None and row.status is Status.COMPLETED
+
+
+def test_importing_the_worker_imports_what_its_first_start_would() -> None:
+    """anyio's asyncio backend comes with the worker's code, not inside a process's first
+    Worker start (about 30 ms there: benchmarks/results-throughput.md, "Boot: the claim
+    session")."""
+    code = ("import sys; from venturi import Worker; "
+            "print('anyio._backends._asyncio' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.stdout.strip() == "True", out.stderr
