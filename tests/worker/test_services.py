@@ -354,3 +354,37 @@ def test_importing_the_worker_imports_what_its_first_start_would() -> None:
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.stdout.strip() == "True", out.stderr
+
+
+async def test_a_boot_tried_again_leaves_no_step_of_the_last_try_running(
+        pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The steps beside the name lock run together; when one fails on the database (the
+    clock read, here), the boot tries again from the start, and the other (the claims'
+    preparation, held up here) is cancelled rather than left running beside the next try."""
+    real_now, real_prepare = pgq.store.db_now, pgq.store.prepare_claims
+    reads, outcomes = [0], []
+
+    async def db_now() -> Any:
+        reads[0] += 1
+        if reads[0] == 1:
+            await asyncio.sleep(0)  # the preparation is under way
+            raise DatabaseUnavailable("injected: the clock read failed")
+        return await real_now()
+
+    async def prepare(request: Any) -> None:
+        if not outcomes:
+            outcomes.append("held")
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                outcomes[0] = "cancelled"
+                raise
+        await real_prepare(request)
+
+    monkeypatch.setattr(pgq.store, "db_now", db_now)
+    monkeypatch.setattr(pgq.store, "prepare_claims", prepare)
+    job = await pgq.enqueue(Ping())
+    worker = venturi.Worker(pgq, tasks=[Ping], concurrency=1)
+    async with running(worker):
+        await wait_for(lambda: _completed(pgq, job), timeout=10, what="the job to run")
+    assert reads[0] >= 2 and outcomes == ["cancelled"]

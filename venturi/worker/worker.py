@@ -280,7 +280,13 @@ class Worker(WorkerDrain):
                     self.identity.claimed_by, self.leases, 0))
 
         async def beside() -> None:  # what does not need the name
-            await asyncio.gather(clock_and_kinds(), prepare())
+            both = [asyncio.ensure_future(clock_and_kinds()), asyncio.ensure_future(prepare())]
+            try:
+                await asyncio.gather(*both)
+            except BaseException:
+                for step in both:  # the boot tries again from the start: none outlives it
+                    step.cancel()
+                raise
 
         async def boot() -> None:
             # The name's lock opens a session of its own (a connection: milliseconds on
