@@ -165,19 +165,21 @@ def worker_env(pg_dsn: str, pgq: Queue) -> Iterator[dict[str, str]]:
 async def test_venturi_worker_exits_non_zero_on_a_bug_in_a_service(
         worker_env: dict[str, str], tmp_path: Path) -> None:
     """The CLI: a non-zero exit (a supervisor restarts it) and one line on stderr that names
-    the error, not the task group that carried it; no traceback."""
+    the error, not the task group that carried it; no traceback. The bug is in the claim,
+    whose second call comes by the poll at the latest (a second lookup of the next delayed
+    job at boot depends on whether LISTEN comes up before the timer's first one)."""
     script = Path(sys.executable).parent / "venturi"
 
     def run() -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [str(script), "worker", "--app", "tests.worker.buggy_app", "--log-format", "json"],
-            cwd=ROOT, env={**worker_env, "VENTURI_TEST_BUG": "next_visible_at"},
+            cwd=ROOT, env={**worker_env, "VENTURI_TEST_BUG": "claim"},
             capture_output=True, text=True, timeout=60)
 
     broken = await asyncio.to_thread(run)
     assert broken.returncode == 1, (broken.stdout, broken.stderr)
     lines = broken.stderr.strip().splitlines()
-    assert lines == ["venturi: error: unexpected RuntimeError: injected bug in next_visible_at"
+    assert lines == ["venturi: error: unexpected RuntimeError: injected bug in claim"
                      " (set VENTURI_DEBUG=1 for the traceback)"], lines
     assert "Traceback" not in broken.stderr + broken.stdout
 
