@@ -279,31 +279,19 @@ class Worker(WorkerDrain):
                 await self.store.prepare_claims(ClaimRequest(
                     self.identity.claimed_by, self.leases, 0))
 
-        async def beside() -> None:  # what does not need the name
-            both = [asyncio.ensure_future(clock_and_kinds()), asyncio.ensure_future(prepare())]
-            try:
-                await asyncio.gather(*both)
-            except BaseException:
-                for step in both:  # the boot tries again from the start: none outlives it
-                    step.cancel()
-                raise
-
         async def boot() -> None:
             # The name's lock opens a session of its own (a connection: milliseconds on
-            # loopback, round trips on a far database); the clock and the kinds' rows
-            # are read beside it.
-            other = asyncio.ensure_future(beside())
+            # loopback, round trips on a far database); what does not need the name goes
+            # out beside it. A failure anywhere ends them all: the boot tries again from
+            # the start, and nothing of this try outlives it.
+            beside = [asyncio.ensure_future(clock_and_kinds()), asyncio.ensure_future(prepare())]
             try:
                 if await name.take():
                     await recover_earlier_boots(self.store, self.identity)
+                await asyncio.gather(*beside)
             except BaseException:
-                other.cancel()
-                with anyio.CancelScope(shield=True):
-                    await asyncio.wait([other])
-                if not other.cancelled():
-                    other.exception()  # retrieved: the first failure is the one raised
+                await _reap(beside)
                 raise
-            await other
 
         try:
             await self._db.retry("boot", boot, until=self._stop)
@@ -368,3 +356,15 @@ class Worker(WorkerDrain):
             services.append(QueueSampler(store, self.metrics, db,
                                          config.sample_interval.total_seconds()).run)
         return services
+
+
+async def _reap(tasks: Sequence[asyncio.Future[None]]) -> None:
+    """Cancel ``tasks`` and wait until they have ended, their failures retrieved: the
+    caller raises the first one."""
+    for task in tasks:
+        task.cancel()
+    with anyio.CancelScope(shield=True):
+        await asyncio.wait(tasks)
+    for task in tasks:
+        if not task.cancelled():
+            task.exception()
