@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import os
 import time
-from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -31,7 +29,7 @@ from venturi import Queue, Worker
 from venturi.store.base import JobRecord
 from venturi.worker import claimer, worker
 
-from .harness import DEFAULT_DSN, fresh_prefix, truncate
+from .harness import DEFAULT_DSN, fresh_prefix, truncate, watch_store_calls
 from .scenarios.worker import fill, quiet_logs
 
 KIND = "bench.boottrace"
@@ -73,29 +71,11 @@ def _install() -> None:
     claimer.Claimer._claim = marked_claim  # type: ignore[method-assign]
 
 
-def _mark_calls(store: Any) -> None:
-    """A mark as each of the store's coroutine methods begins and ends."""
-    for name in dir(type(store)):
-        method = getattr(store, name, None)
-        if name.startswith("_") or not inspect.iscoroutinefunction(method):
-            continue
-
-        def marked(method: Callable[..., Awaitable[Any]], name: str) -> Any:
-            async def call(*args: Any, **kwargs: Any) -> Any:
-                mark(f"{name}>")
-                try:
-                    return await method(*args, **kwargs)
-                finally:
-                    mark(f"<{name}")
-            return call
-
-        setattr(store, name, marked(method, name))
-
-
 async def _main(args: argparse.Namespace) -> None:
     _install()
     async with fresh_prefix(args.dsn) as prefix, Queue.connect(args.dsn, prefix=prefix) as q:
-        _mark_calls(q.store)
+        watch_store_calls(q.store, lambda name: mark(f"{name}>"),
+                          lambda name: mark(f"<{name}"))
         conn = await asyncpg.connect(args.dsn)
         try:
             for round_no in range(args.rounds):

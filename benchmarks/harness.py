@@ -10,6 +10,7 @@ by writing one such function in a module imported by :mod:`benchmarks.scenarios`
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import secrets
 import statistics
@@ -284,3 +285,26 @@ async def measure(
             seconds[name].append(spent[name])
     await truncate(conn, *prefixes)
     return seconds
+
+
+def watch_store_calls(store: Any, began: Callable[[str], None],
+                      ended: Callable[[str], None] | None = None) -> None:
+    """Call ``began(name)`` as each of the store's public coroutine methods is called,
+    and ``ended(name)`` as it returns or raises (the store still runs them all): the
+    diagnostics' counts and timelines (benchmarks/trickle.py, benchmarks/boottrace.py)."""
+    for name in dir(type(store)):
+        method = getattr(store, name, None)
+        if name.startswith("_") or not inspect.iscoroutinefunction(method):
+            continue
+
+        def watched(method: Callable[..., Awaitable[Any]], name: str) -> Any:
+            async def call(*args: Any, **kwargs: Any) -> Any:
+                began(name)
+                try:
+                    return await method(*args, **kwargs)
+                finally:
+                    if ended is not None:
+                        ended(name)
+            return call
+
+        setattr(store, name, watched(method, name))

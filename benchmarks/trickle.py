@@ -17,15 +17,12 @@ import argparse
 import asyncio
 import collections
 import contextlib
-import inspect
 import os
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 import venturi
 from venturi import Queue, Worker
 
-from .harness import DEFAULT_DSN, fresh_prefix
+from .harness import DEFAULT_DSN, fresh_prefix, watch_store_calls
 from .scenarios.worker import quiet_logs, running
 
 KIND = "bench.trickle"
@@ -40,27 +37,10 @@ class Tick(venturi.Task, kind=KIND):
         RAN[-1].set()
 
 
-def count_calls(store: Any, counts: collections.Counter[str]) -> None:
-    """Count every call of the store's public coroutine methods (the store still runs
-    them all)."""
-    for name in dir(type(store)):
-        method = getattr(store, name, None)
-        if name.startswith("_") or not inspect.iscoroutinefunction(method):
-            continue
-
-        def counted(method: Callable[..., Awaitable[Any]], name: str) -> Any:
-            async def call(*args: Any, **kwargs: Any) -> Any:
-                counts[name] += 1
-                return await method(*args, **kwargs)
-            return call
-
-        setattr(store, name, counted(method, name))
-
-
 async def _main(args: argparse.Namespace) -> None:
     counts: collections.Counter[str] = collections.Counter()
     async with fresh_prefix(args.dsn) as prefix, Queue.connect(args.dsn, prefix=prefix) as q:
-        count_calls(q.store, counts)
+        watch_store_calls(q.store, lambda name: counts.update([name]))
         with quiet_logs():
             async with contextlib.AsyncExitStack() as workers:
                 for _ in range(args.workers):
