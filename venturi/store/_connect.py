@@ -24,6 +24,7 @@ See docs/operations/high-availability.md.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import socket
@@ -102,7 +103,37 @@ async def server_aware(conn: Any) -> None:
 async def connect(dsn: str, *args: Any, timeout: float = 60.0,  # noqa: ASYNC109 - asyncpg's
                   **kwargs: Any) -> Any:
     """``asyncpg.connect`` with a timeout per host, and silence bounded (module doc).
-    Also the pool's ``connect=``: it passes the pool's own arguments through."""
+    Also the pool's ``connect=``: it passes the pool's own arguments through.
+
+    A caller cancelled meanwhile (a worker stopping while its LISTEN session still
+    connects) is let go at once, but the attempt itself is not interrupted: asyncpg
+    cancelled between opening the socket and taking it over leaves the SSL request's
+    future to fail unobserved, and asyncio prints "Future exception was never retrieved:
+    ConnectionError('unexpected connection_lost() call')" (MagicStack/asyncpg#1211 is
+    the family). It finishes in the background, and what it opened is closed."""
+    attempt = asyncio.ensure_future(_connect(dsn, args, timeout, kwargs))
+    try:
+        return await asyncio.shield(attempt)
+    except asyncio.CancelledError:
+        _abandoned.add(attempt)  # the loop keeps only a weak reference to a task
+        attempt.add_done_callback(_discard)
+        raise
+
+
+_abandoned: set[asyncio.Future[Any]] = set()
+
+
+def _discard(attempt: asyncio.Future[Any]) -> None:
+    """Close the connection an abandoned attempt opened, or take its error."""
+    _abandoned.discard(attempt)
+    if attempt.cancelled():
+        return
+    if attempt.exception() is None:
+        attempt.result().terminate()
+
+
+async def _connect(dsn: str, args: tuple[Any, ...], timeout: float,  # noqa: ASYNC109
+                   kwargs: dict[str, Any]) -> Any:
     hosts = single_host_dsns(dsn)
     if hosts is None:
         conn = await asyncpg.connect(dsn, *args, timeout=timeout, **kwargs)
