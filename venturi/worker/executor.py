@@ -16,8 +16,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
 
-import anyio
-
 from .. import _codec, tracing
 from .._ids import uuid7
 from ..errors import InvalidJob, PayloadDecodeError, classify
@@ -27,18 +25,11 @@ from ..task import Context, GiveUp, Pause, ResultReader, Task
 from .clock import DbClock
 from .held import Held, HeldState, StopReason
 from .periodic import next_tick
+from .runscope import RunScope
 
 log = get_logger("venturi.worker")
 
 MAX_NOTE = 500
-
-
-def _scope_class() -> type[anyio.CancelScope]:
-    """The running backend's CancelScope class. ``anyio.CancelScope(...)`` and
-    ``anyio.current_time()`` look the backend up (sniffio plus an import) on every
-    call: a measurable share of a no-op job's cost (docs/benchmarks.md), paid here once
-    per worker."""
-    return type(anyio.CancelScope())
 
 
 def format_traceback(exc: BaseException) -> str:
@@ -79,8 +70,6 @@ class Executor:
         self._reader = reader  # ctx.results' (the store)
         self._db_clock = clock
         self._watch = watch  # tells the deadline watcher when a run starting now is due
-        # Built inside the worker's event loop; anyio's clock on asyncio is the loop's.
-        self._scope = _scope_class()
         self._clock = asyncio.get_running_loop().time
         # execute(held) runs the handler and returns what to settle, or None to settle
         # nothing. Tracing is decided once, when the worker starts (set the tracer
@@ -137,7 +126,7 @@ class Executor:
         # renewals) and the task's timeout (one timer for all runs, not one each).
         now = self._clock()
         held.timeout_at = now + options.timeout.total_seconds()
-        with self._scope() as scope:
+        with RunScope() as scope:
             held.scope = scope
             if held.stop_reason is not None:  # cancelled before it started
                 scope.cancel()

@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-import anyio
-
 from ..logs import get_logger
 from ..store.base import JobRecord, Settlement
 from .metrics import WorkerMetrics
+from .runscope import RunScope
 
 log = get_logger("venturi.worker")
 
@@ -52,7 +51,7 @@ class Held:
     lease: dt.timedelta
     deadline: float  # loop time: last successful renewal's send time + 2/3 lease
     state: HeldState = HeldState.BUFFERED
-    scope: anyio.CancelScope | None = None
+    scope: RunScope | None = None
     timeout_at: float = float("inf")  # loop time when the per-task timeout fires
     stop_reason: StopReason | None = None
     started: float = 0.0

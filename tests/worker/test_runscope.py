@@ -1,0 +1,181 @@
+"""The cancel scope around one run (venturi/worker/runscope.py): what the executor relied
+on anyio's CancelScope for, kept. Real tasks on the running loop; every wait has a
+deadline."""
+
+from __future__ import annotations
+
+import asyncio
+
+import anyio
+import pytest
+
+from venturi.worker.runscope import SHIELD_POLL, RunScope
+
+LONG = 30.0  # a wait that only a cancellation ends within the test's deadline
+
+
+async def _run_in_task(body: object) -> asyncio.Task[object]:
+    task = asyncio.ensure_future(body)  # type: ignore[call-overload]
+    await asyncio.sleep(0)
+    return task
+
+
+async def test_a_cancelled_run_stops_at_its_await_and_the_scope_absorbs_it() -> None:
+    entered = asyncio.Event()
+    scopes: list[RunScope] = []
+
+    async def run() -> str:
+        with RunScope() as scope:
+            scopes.append(scope)
+            entered.set()
+            await asyncio.sleep(LONG)
+        task = asyncio.current_task()
+        assert task is not None and task.cancelling() == 0
+        await asyncio.sleep(0)  # nothing left pending for the next await
+        return "after"
+
+    task = await _run_in_task(run())
+    await asyncio.wait_for(entered.wait(), 5)
+    scopes[0].cancel()
+    assert await asyncio.wait_for(task, 5) == "after"
+    assert scopes[0].cancel_called
+
+
+async def test_a_run_that_catches_the_cancellation_is_cancelled_at_its_next_await() -> None:
+    caught = 0
+
+    async def run() -> int:
+        nonlocal caught
+        with RunScope() as scope:
+            scope.cancel()
+            for _ in range(3):
+                try:
+                    await asyncio.sleep(LONG)
+                except asyncio.CancelledError:
+                    caught += 1  # a handler that swallows it, and goes on
+        return caught
+
+    assert await asyncio.wait_for(run(), 5) == 3
+
+
+async def test_a_cancel_after_the_last_await_leaves_nothing_behind() -> None:
+    async def run() -> bool:
+        with RunScope() as scope:
+            await asyncio.sleep(0)
+            scope.cancel()  # the run ends before another await
+        await asyncio.sleep(0.01)  # outside the scope: not cancelled
+        task = asyncio.current_task()
+        assert task is not None
+        return scope.cancel_called and task.cancelling() == 0
+
+    assert await asyncio.wait_for(run(), 5)
+
+
+async def test_a_cancellation_from_outside_goes_through_the_scope() -> None:
+    entered = asyncio.Event()
+    scopes: list[RunScope] = []
+
+    async def run() -> None:
+        with RunScope() as scope:
+            scopes.append(scope)
+            entered.set()
+            await asyncio.sleep(LONG)
+
+    for also_the_scope in (False, True):
+        entered.clear()
+        scopes.clear()
+        task = await _run_in_task(run())
+        await asyncio.wait_for(entered.wait(), 5)
+        if also_the_scope:  # the run's own stop and the worker's, at the same moment
+            scopes[0].cancel()
+        task.cancel()  # the worker stopping its slots, say
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 5)
+        assert task.cancelled()
+
+
+async def test_an_anyio_shield_inside_the_run_holds_the_cancellation_back() -> None:
+    cleaned = asyncio.Event()
+
+    async def run() -> None:
+        with RunScope() as scope:
+            scope.cancel()
+            try:
+                await asyncio.sleep(LONG)
+            except asyncio.CancelledError:
+                with anyio.CancelScope(shield=True):
+                    await asyncio.sleep(0.05)  # the cleanup: several turns of the loop
+                    cleaned.set()
+                await asyncio.sleep(LONG)  # out of the shield: cancelled again
+
+    await asyncio.wait_for(run(), 5)
+    assert cleaned.is_set()
+
+
+async def test_a_shield_around_the_scope_does_not_hold_its_cancellation_back() -> None:
+    async def run() -> bool:
+        with anyio.CancelScope(shield=True), RunScope() as scope:
+            scope.cancel()
+            await asyncio.sleep(LONG)
+        return scope.cancel_called
+
+    assert await asyncio.wait_for(run(), 5)
+
+
+async def test_a_run_inside_its_own_task_group_and_deadlines_is_stopped() -> None:
+    async def run() -> bool:
+        with RunScope() as scope:
+            async with anyio.create_task_group() as group:
+                group.start_soon(asyncio.sleep, LONG)
+                with anyio.move_on_after(LONG):
+                    scope.cancel()
+                    await asyncio.sleep(LONG)
+        return scope.cancel_called
+
+    assert await asyncio.wait_for(run(), 5)
+
+
+async def test_outside_a_task_it_says_so() -> None:
+    def outside() -> None:
+        with RunScope():
+            pass
+
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[None] = loop.create_future()
+
+    def call() -> None:
+        try:
+            outside()
+        except RuntimeError as exc:
+            future.set_exception(exc)
+        else:
+            future.set_result(None)
+
+    loop.call_soon(call)
+    with pytest.raises(RuntimeError, match="inside a task"):
+        await asyncio.wait_for(future, 5)
+
+
+async def test_a_shielded_cleanup_does_not_keep_the_loop_spinning(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """anyio's scope waits for the shield to end; so does this one, looking again every
+    ``SHIELD_POLL``, not at every turn of the loop (thousands in 0.2 s)."""
+    looks = 0
+    deliver = RunScope._deliver
+
+    def counted(self: RunScope) -> None:
+        nonlocal looks
+        looks += 1
+        deliver(self)
+
+    monkeypatch.setattr(RunScope, "_deliver", counted)
+
+    async def run() -> None:
+        with RunScope() as scope:
+            with anyio.CancelScope(shield=True):
+                scope.cancel()
+                await asyncio.sleep(0.2)
+            await asyncio.sleep(LONG)
+
+    await asyncio.wait_for(run(), 5)
+    assert 0 < looks < 0.2 / SHIELD_POLL * 3
