@@ -5,6 +5,7 @@ deadline."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import anyio
 import pytest
@@ -14,31 +15,35 @@ from venturi.worker.runscope import SHIELD_POLL, RunScope
 LONG = 30.0  # a wait that only a cancellation ends within the test's deadline
 
 
-async def _run_in_task(body: object) -> asyncio.Task[object]:
-    task = asyncio.ensure_future(body)  # type: ignore[call-overload]
-    await asyncio.sleep(0)
-    return task
-
-
-async def test_a_cancelled_run_stops_at_its_await_and_the_scope_absorbs_it() -> None:
+async def _waiting_run(after: Callable[[], Awaitable[object]] | None = None,
+                       ) -> tuple[asyncio.Task[object], RunScope]:
+    """A run in a task of its own, waiting inside its scope; once out, ``after()``."""
     entered = asyncio.Event()
     scopes: list[RunScope] = []
 
-    async def run() -> str:
+    async def run() -> object:
         with RunScope() as scope:
             scopes.append(scope)
             entered.set()
             await asyncio.sleep(LONG)
+        return None if after is None else await after()
+
+    task = asyncio.ensure_future(run())
+    await asyncio.wait_for(entered.wait(), 5)
+    return task, scopes[0]
+
+
+async def test_a_cancelled_run_stops_at_its_await_and_the_scope_absorbs_it() -> None:
+    async def after() -> str:
         task = asyncio.current_task()
         assert task is not None and task.cancelling() == 0
         await asyncio.sleep(0)  # nothing left pending for the next await
         return "after"
 
-    task = await _run_in_task(run())
-    await asyncio.wait_for(entered.wait(), 5)
-    scopes[0].cancel()
+    task, scope = await _waiting_run(after)
+    scope.cancel()
     assert await asyncio.wait_for(task, 5) == "after"
-    assert scopes[0].cancel_called
+    assert scope.cancel_called
 
 
 async def test_a_run_that_catches_the_cancellation_is_cancelled_at_its_next_await() -> None:
@@ -72,22 +77,10 @@ async def test_a_cancel_after_the_last_await_leaves_nothing_behind() -> None:
 
 
 async def test_a_cancellation_from_outside_goes_through_the_scope() -> None:
-    entered = asyncio.Event()
-    scopes: list[RunScope] = []
-
-    async def run() -> None:
-        with RunScope() as scope:
-            scopes.append(scope)
-            entered.set()
-            await asyncio.sleep(LONG)
-
     for also_the_scope in (False, True):
-        entered.clear()
-        scopes.clear()
-        task = await _run_in_task(run())
-        await asyncio.wait_for(entered.wait(), 5)
+        task, scope = await _waiting_run()
         if also_the_scope:  # the run's own stop and the worker's, at the same moment
-            scopes[0].cancel()
+            scope.cancel()
         task.cancel()  # the worker stopping its slots, say
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(task, 5)
