@@ -33,7 +33,7 @@ class WorkerConfig:
 
     ``prefetch``: how many jobs beyond the free slots may be claimed ahead.
     ``"auto"`` (the default) adapts it to the observed job rate and claim round
-    trip, bounded so that a buffered job waits at most about 20 ms of the slots'
+    trip, bounded so that a buffered job waits at most about 40 ms of the slots'
     work, or one claim round trip when that is longer, up to 100 ms (``prefetch.py``,
     docs/concepts/leases.md); a number fixes it, 0 claims only
     for free slots. Prefetched jobs are leased, renewed and released like running ones.

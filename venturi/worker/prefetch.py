@@ -36,7 +36,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-WAIT_BOUND = 0.020  # seconds of the slots' work a buffered job may wait behind
+WAIT_BOUND = 0.040  # seconds of the slots' work a buffered job may wait behind
 SLOW_TRIP_BOUND = 0.100  # ... or as long as a claim's round trip, up to this
 RATE_HORIZON = 0.050  # seconds: the time constant of the observed job rate's average
 RTT_WEIGHT = 0.25  # weight of the latest claim in the round trip's moving average
@@ -173,7 +173,7 @@ class Prefetch:
             oldest = min(running_since(), default=now)
             slowest = max(slowest, now - oldest)
             if slowest > 0:
-                # Slow kinds keep the 20 ms bound whatever the round trip: one slow claim
+                # Slow kinds keep WAIT_BOUND whatever the round trip: one slow claim
                 # lifts its average, and a slow job buffered here is one another worker
                 # could be running.
                 ahead = min(ahead, int(self._concurrency * WAIT_BOUND / slowest))
