@@ -132,6 +132,29 @@ async def test_the_service_vacuums_then_waits_for_more_dead_rows(
             await task
 
 
+async def test_the_first_look_waits_an_interval_after_the_start(
+        pg_store_dbclock: PostgresStore, admin: asyncpg.Connection) -> None:
+    """A booting worker makes its claims first: no session, no statistics read and no
+    VACUUM until one interval has passed (eight workers starting together each opened a
+    session and read the statistics at once)."""
+    prefix = pg_store_dbclock.prefix
+    await _churn(admin, prefix)
+    policy = VacuumPolicy(interval=dt.timedelta(seconds=0.5), dead_tuples=50,
+                          dead_fraction=0.0, analyze=0, min_gap=dt.timedelta(0))
+    service = Vacuum(pg_store_dbclock, policy, _db())
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    task = asyncio.create_task(service.run())
+    try:
+        await wait_for(lambda: bool(service.runs), what="the first VACUUM")
+        assert loop.time() - started >= 0.5
+        assert service.runs[0].skipped is None and service.runs[0].dead_before >= 500
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
 async def test_a_failed_vacuum_is_logged_and_the_service_goes_on(
         pg_dsn: str, pg_store_dbclock: PostgresStore, admin: asyncpg.Connection) -> None:
     """A VACUUM cut short (here by a statement timeout on the maintenance session, as

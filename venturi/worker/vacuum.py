@@ -1,5 +1,6 @@
 """The queue's own vacuum as a worker service (``--maintenance on``, the default):
-every ``policy.interval`` it looks at the jobs and journal tables and vacuums those
+every ``policy.interval``, the first one after the worker starts, it looks at the jobs
+and journal tables and vacuums those
 whose dead row versions piled up where autovacuum is off or has not come
 (docs/operations/maintenance.md). One worker of a queue does it at a time (the store's
 try-lock), on a session of its own, never inside a transaction; a table is vacuumed at
@@ -66,5 +67,9 @@ class Vacuum:
             return  # this store has nothing to vacuum
         async with session:
             while True:
-                await self._db.retry("vacuum", lambda: self._look(session))
+                # The first look too comes one interval after the start: a booting worker
+                # has its claims to make, and workers started together would each open a
+                # session and read the tables' statistics at once (eight at 20,000 jobs:
+                # benchmarks/results-throughput.md, "The boot's vacuum look").
                 await anyio.sleep(self._policy.interval.total_seconds())
+                await self._db.retry("vacuum", lambda: self._look(session))
