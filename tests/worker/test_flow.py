@@ -12,6 +12,7 @@ import pytest
 
 import venturi
 from venturi import MemoryStore, Queue, Status
+from venturi.store.base import ClaimRequest, LimitedClaim
 
 from ..conftest import wait_for
 from .conftest import running
@@ -129,3 +130,65 @@ async def test_operator_limits_reach_a_running_worker(mq: Queue) -> None:
 
 async def _all_done(queue: Queue, kind: str, n: int) -> bool:
     return await _count(queue, kind, Status.COMPLETED) == n
+
+
+class One(venturi.Task, kind="wf.one", concurrency=1):
+    """Runs until the test opens the gate."""
+
+    gate: ClassVar[asyncio.Event | None] = None
+
+    async def run(self, ctx: venturi.Context) -> None:
+        assert One.gate is not None
+        await One.gate.wait()
+
+
+class HeldBackClaims(MemoryStore):
+    """Once armed, the next limited claim reads the table at once and is answered only
+    when the test says so: a claim whose round trip outlasts a settlement elsewhere."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = False
+        self.holding = asyncio.Event()
+        self.answer = asyncio.Event()
+
+    async def claim_limited(self, request: ClaimRequest) -> LimitedClaim:
+        got = await super().claim_limited(request)
+        if self.armed:
+            self.armed = False
+            self.holding.set()
+            await self.answer.wait()
+        return got
+
+
+async def test_a_wakeup_that_comes_while_a_limited_claim_is_out_is_not_lost() -> None:
+    """The claim read the kind full (room 0); before it returned, the run holding the
+    budget settled and announced it. The claim's short answer must not block the kind
+    after that wake-up: nothing else would wake it (seen once as a flaky
+    test_flow_refresh test, 2026-12-07)."""
+    store = HeldBackClaims()
+    queue = Queue(store)
+    One.gate = asyncio.Event()
+    await queue.enqueue(One())
+    never = dt.timedelta(seconds=60)
+    worker = venturi.Worker(queue, tasks=[One], concurrency=2, poll_interval=never,
+                            heartbeat_interval=never)
+    heard = asyncio.Event()
+    woken = worker._flow.woken
+
+    def announced(kind: str) -> None:
+        woken(kind)
+        heard.set()
+
+    worker._flow.woken = announced  # type: ignore[method-assign]
+    async with running(worker):
+        await wait_for(lambda: _count(queue, "wf.one", Status.CLAIMED), what="the first run")
+        store.armed = True
+        await queue.enqueue(One())  # its wake-up sends a claim, which finds no room
+        await wait_for(store.holding.is_set, what="the claim to be out")
+        heard.clear()
+        One.gate.set()  # the first run ends; its settlement frees the budget, announced
+        await wait_for(heard.is_set, what="the announcement")
+        store.answer.set()  # the claim comes back short
+        await wait_for(lambda: _all_done(queue, "wf.one", 2), timeout=5,
+                       what="the second job, claimed after the announcement")

@@ -150,6 +150,7 @@ class Claimer:
         got: LimitedClaim | None = None
         if limited:
             low, normal = self._fairness.split(free)
+            sent_at = flow.wakeups
             got = await self._store.claim_limited(ClaimRequest(
                 self._identity.claimed_by, limited, free, reserve_normal=normal,
                 reserve_low=low))
@@ -157,7 +158,7 @@ class Claimer:
             self._fairness.advance(len(jobs))
             if len(jobs) < free and not more:
                 retry_at = None if got.retry_at is None else self._clock.to_local(got.retry_at)
-                flow.claimed_short(retry_at)
+                flow.claimed_short(retry_at, sent_at)
                 if retry_at is not None:
                     self._timer.wake_at(retry_at)
         rest = free - len(jobs)

@@ -47,6 +47,7 @@ class Flow:
         self._rows: dict[str, KindState] = {}  # as last read
         self._reread = asyncio.Event()  # re-read the rows now (refresher, run())
         self.blocked = False  # the last limited claim came back short: wait for a wake-up
+        self.wakeups = 0  # unblocks so far: what came while a claim was out (claimed_short)
         self._retry_at: float | None = None  # loop time a rate window frees budget
         self._freed: set[str] = set()  # limited kinds this worker settled, to announce
         # Limited kinds near their limit as this worker last claimed them: only their
@@ -75,9 +76,15 @@ class Flow:
                 plain[kind] = lease
         return plain, limited
 
-    def claimed_short(self, retry_at_local: dt.datetime | None) -> None:
+    def claimed_short(self, retry_at_local: dt.datetime | None, sent_at_wakeup: int) -> None:
         """The limited claim took fewer than it asked for: block until a wake-up, or
-        until ``retry_at_local`` (a rate window frees budget then)."""
+        until ``retry_at_local`` (a rate window frees budget then). Not if a wake-up came
+        while it was out (``wakeups`` moved since ``sent_at_wakeup``): a settlement that
+        freed budget may have committed after the claim's snapshot and announced itself
+        before the claim returned, and that announcement is the wake-up the block would
+        wait for."""
+        if self.wakeups != sent_at_wakeup:
+            return
         self.blocked = True
         self._retry_at = None
         if retry_at_local is not None:
@@ -113,6 +120,7 @@ class Flow:
                     self._metrics.kind_limited_wait.labels(job.kind).observe(now - since)
 
     def unblock(self) -> None:
+        self.wakeups += 1
         self.blocked = False
         self._retry_at = None
 
