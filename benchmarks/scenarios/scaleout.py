@@ -34,6 +34,13 @@ WHERE state = 'active' AND pid <> pg_backend_pid()
   AND query LIKE '%' || $1 || 'jobs%'
 """
 COMMITS = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+# The span of the middle 80 % of the drain's completions, by the settles' commit times:
+# the rate once every process is running, without the boots and the tail.
+MIDDLE = """
+SELECT extract(epoch FROM percentile_disc(0.9) WITHIN GROUP (ORDER BY finished_at)
+                        - percentile_disc(0.1) WITHIN GROUP (ORDER BY finished_at))
+FROM {p}jobs WHERE status = 'completed' AND kind = $1
+"""
 
 
 def _cpu_times() -> tuple[int, int, int]:
@@ -59,9 +66,16 @@ class Sampled:
     runnable: list[int] = field(default_factory=list)  # every sample
     worker_cpu: list[float] = field(default_factory=list)  # cores the workers used, per run
     commits_per_1000: list[float] = field(default_factory=list)
+    steady: list[float] = field(default_factory=list)  # jobs/s, middle 80 %, per run
+
+    def steady_rate(self) -> float:
+        return statistics.median(self.steady)
 
     def summary(self) -> str:
         parts = [_waits(name, w) for name, w in self.waits.items()]
+        if self.steady:
+            parts.insert(0, f"the middle 80 % of completions at {self.steady_rate():,.0f} "
+                            "jobs/s (median of the runs)")
         if self.commits_per_1000:
             parts.append(f"{statistics.median(self.commits_per_1000):,.0f} commits per "
                          "1,000 jobs")
@@ -135,6 +149,12 @@ async def sampling(bench: Bench, prefix: str, jobs: int, into: Sampled, mode: st
                            * (os.cpu_count() or 1))
     into.worker_cpu.append(sum(cpu) / seconds)
     into.commits_per_1000.append((commits_after - commits - taken) / jobs * 1000)
+    c = await asyncpg.connect(bench.dsn)
+    try:
+        span = await c.fetchval(MIDDLE.format(p=prefix), KIND)
+    finally:
+        await c.close()
+    into.steady.append(0.8 * jobs / max(float(span), 1e-6))
     return seconds
 
 
@@ -150,7 +170,11 @@ async def scaleout(bench: Bench) -> None:
     commit convoy as `LWLock:WALWrite` and `IO:WALSync`), the database's commits per
     1,000 jobs are counted, and the host's CPUs are sampled (`/proc/stat`: cores busy,
     runnable tasks; the worker processes' own CPU time from `/proc/PID/stat`): with more
-    runnable tasks than cores, the machine, not the table, is the limit."""
+    runnable tasks than cores, the machine, not the table, is the limit. Those two drains
+    also give the rate of the middle 80 % of their completions (by `finished_at`, the
+    settles' commit times): the table's throughput once every process runs, without the
+    boots (eight at once on the machine's cores) and the last claims' tail that the timed
+    figure includes."""
     n = bench.size.drain
     sampled = {"worker1": Sampled(), "worker8": Sampled()}
     async with bench.fresh_prefix() as sp:
@@ -171,6 +195,7 @@ async def scaleout(bench: Bench) -> None:
     r1, r2, r8 = ("raw batched loop, 1 process", "raw batched loop, 2 processes",
                   "raw batched loop, 8 processes")
     one = "Worker concurrency=50, 1 process"
+    steady = sampled["worker8"].steady_rate() / sampled["worker1"].steady_rate()
     bench.record(Figure(bench.scenario, r1, n, secs["raw1"], raw=True))
     bench.record(Figure(bench.scenario, r2, n, secs["raw2"], raw=True))
     bench.record(Figure(bench.scenario, r8, n, secs["raw8"], raw=True))
@@ -181,5 +206,6 @@ async def scaleout(bench: Bench) -> None:
                         "scale-out factor"))
     bench.record(Figure(bench.scenario, "Worker concurrency=25, 8 processes", n,
                         secs["worker8"], (r8, one),
-                        note=f"the ratio to 1 process: no convoy when ≥ 100 %; "
+                        note=f"the ratio to 1 process: no convoy when ≥ 100 %; the middle "
+                             f"80 % of completions ran at {steady:.0%} of 1 process's; "
                              f"{sampled['worker8'].summary()}"))
