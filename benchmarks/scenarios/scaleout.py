@@ -14,6 +14,7 @@ import asyncio
 import functools
 import os
 import statistics
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,9 +37,13 @@ WHERE state = 'active' AND pid <> pg_backend_pid()
 COMMITS = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
 # The span of the middle 80 % of the drain's completions, by the settles' commit times:
 # the rate once every process is running, without the boots and the tail.
+# With the first and the last completion (seconds since the epoch: the server shares
+# this host's clock), how long the boots took to the first settle and the tail lasted.
 MIDDLE = """
 SELECT extract(epoch FROM percentile_disc(0.9) WITHIN GROUP (ORDER BY finished_at)
-                        - percentile_disc(0.1) WITHIN GROUP (ORDER BY finished_at))
+                        - percentile_disc(0.1) WITHIN GROUP (ORDER BY finished_at)),
+       extract(epoch FROM min(finished_at)), extract(epoch FROM max(finished_at)),
+       extract(epoch FROM percentile_disc(0.9) WITHIN GROUP (ORDER BY finished_at))
 FROM {p}jobs WHERE status = 'completed' AND kind = $1
 """
 
@@ -67,6 +72,8 @@ class Sampled:
     worker_cpu: list[float] = field(default_factory=list)  # cores the workers used, per run
     commits_per_1000: list[float] = field(default_factory=list)
     steady: list[float] = field(default_factory=list)  # jobs/s, middle 80 %, per run
+    first_ms: list[float] = field(default_factory=list)  # "go" → the first completion
+    tail_ms: list[float] = field(default_factory=list)  # the 90th percentile → the last
 
     def steady_rate(self) -> float:
         return statistics.median(self.steady)
@@ -75,7 +82,9 @@ class Sampled:
         parts = [_waits(name, w) for name, w in self.waits.items()]
         if self.steady:
             parts.insert(0, f"the middle 80 % of completions at {self.steady_rate():,.0f} "
-                            "jobs/s (median of the runs)")
+                            "jobs/s (median of the runs), the first completion "
+                            f"{statistics.median(self.first_ms):.0f} ms after \"go\", the "
+                            f"last 10 % in {statistics.median(self.tail_ms):.0f} ms")
         if self.commits_per_1000:
             parts.append(f"{statistics.median(self.commits_per_1000):,.0f} commits per "
                          "1,000 jobs")
@@ -110,6 +119,7 @@ async def sampling(bench: Bench, prefix: str, jobs: int, into: Sampled, mode: st
     done = asyncio.Event()
     taken = 0  # the sampler's queries: each a transaction of its own
     at_go: list[tuple[int, int, int]] = []
+    go_wall: list[float] = []
     sampler: asyncio.Task[None] | None = None
 
     async def sample() -> None:
@@ -125,6 +135,7 @@ async def sampling(bench: Bench, prefix: str, jobs: int, into: Sampled, mode: st
     def go() -> None:
         nonlocal sampler
         at_go.append(_cpu_times())
+        go_wall.append(time.time())
         sampler = asyncio.create_task(sample())
 
     commits = await conn.fetchval(COMMITS)
@@ -151,10 +162,12 @@ async def sampling(bench: Bench, prefix: str, jobs: int, into: Sampled, mode: st
     into.commits_per_1000.append((commits_after - commits - taken) / jobs * 1000)
     c = await asyncpg.connect(bench.dsn)
     try:
-        span = await c.fetchval(MIDDLE.format(p=prefix), KIND)
+        span, first, last, p90 = await c.fetchrow(MIDDLE.format(p=prefix), KIND)
     finally:
         await c.close()
     into.steady.append(0.8 * jobs / max(float(span), 1e-6))
+    into.first_ms.append((float(first) - go_wall[0]) * 1000)
+    into.tail_ms.append((float(last) - float(p90)) * 1000)
     return seconds
 
 
