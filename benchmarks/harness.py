@@ -37,6 +37,7 @@ class Size:
     batches: int  # calls per run
     big_batch: int | None  # one extra batch size measured at full size only
     drain: int = 2_000  # jobs per drain run (worker scenarios)
+    scaleout: int = 2_000  # jobs per drain run of the scale-out scenario
     one_row: int = 200  # jobs per run of the one-row-at-a-time raw drain
     pickup: int = 100  # latency samples per contender
     finished: int = 20_000  # backlog: completed rows already in the table
@@ -48,8 +49,8 @@ class Size:
 SIZES = {
     "quick": Size("quick", runs=1, one_by_one=200, batch=1_000, batches=2, big_batch=None),
     "full": Size("full", runs=3, one_by_one=5_000, batch=1_000, batches=20, big_batch=50_000,
-                 drain=20_000, one_row=5_000, pickup=1_000, finished=1_000_000, future=100_000,
-                 memory=200_000, rss_every=0.25),
+                 drain=20_000, scaleout=100_000, one_row=5_000, pickup=1_000,
+                 finished=1_000_000, future=100_000, memory=200_000, rss_every=0.25),
 }
 
 

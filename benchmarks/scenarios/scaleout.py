@@ -173,7 +173,7 @@ async def sampling(bench: Bench, prefix: str, jobs: int, into: Sampled, mode: st
 
 @scenario("scaleout", "scale-out: worker processes on one table")
 async def scaleout(bench: Bench) -> None:
-    """N no-op jobs (20,000 at full size) drained by one worker process
+    """N no-op jobs (100,000 at full size) drained by one worker process
     (`Worker(concurrency=50).run(until_empty=True)`, defaults), by two, and by eight at
     concurrency 25, on the same table, timed by the parent from "go" to the last one's
     return (processes started and connected beforehand); the raw batched loop in one,
@@ -187,8 +187,11 @@ async def scaleout(bench: Bench) -> None:
     also give the rate of the middle 80 % of their completions (by `finished_at`, the
     settles' commit times): the table's throughput once every process runs, without the
     boots (eight at once on the machine's cores) and the last claims' tail that the timed
-    figure includes."""
-    n = bench.size.drain
+    figure includes. N is five times the other drains': a convoy is a matter of
+    sustained contention, and in a drain of 20,000 jobs (about 1.2 s) eight boots on two
+    cores are a sixth of the timed span (benchmarks/results-throughput.md, "Scale-out:
+    the middle of the drain")."""
+    n = bench.size.scaleout
     sampled = {"worker1": Sampled(), "worker8": Sampled()}
     async with bench.fresh_prefix() as sp:
         conn = await asyncpg.connect(bench.dsn)
