@@ -5,6 +5,7 @@ workers on PostgreSQL; the store's renewal and reaper calls are watched with spi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import itertools
 from typing import Any
@@ -259,3 +260,53 @@ async def test_a_cancel_whose_notice_is_lost_is_found_by_renewal(
     assert await pgq.job(patient) is None
     assert not events(logs, "settle_refused")
     assert [e.outcome for e in await pgq.journal(pacer)] == [Outcome.COMPLETED]
+
+
+class Quick(venturi.Task, kind="wl.quick", lease=dt.timedelta(seconds=LEASE)):
+    async def run(self, ctx: venturi.Context) -> str:
+        return "quick"
+
+
+async def test_a_renewal_never_runs_while_a_settle_of_the_worker_is_out(
+        pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A settle and a renewal both lock the worker's own rows, each in its plan's order:
+    side by side they can deadlock (40P01; seen with a batch of 1,000 settles,
+    benchmarks/results-throughput.md, "A settle and a renewal of the same rows"). They
+    take turns. Here the first settle is held for half a lease while its jobs are held
+    (settling), so a renewal is due meanwhile (every third of a lease); no renewal may
+    begin before that settle has returned, and renewals go on afterwards."""
+    settling = 0
+    renewal_began = asyncio.Event()
+    real_settle = pgq.store.settle_many
+    held_once = False
+
+    async def settle_many(*args: Any) -> Any:
+        nonlocal settling, held_once
+        settling += 1
+        try:
+            if not held_once:
+                held_once = True
+                with contextlib.suppress(TimeoutError):  # the renewal that must not come
+                    await asyncio.wait_for(renewal_began.wait(), LEASE / 2)
+            return await real_settle(*args)
+        finally:
+            settling -= 1
+
+    def began() -> int:
+        renewal_began.set()
+        return settling
+
+    monkeypatch.setattr(pgq.store, "settle_many", settle_many)
+    renewals = record(monkeypatch, pgq.store, "extend_leases", observe=began)
+    jobs = await pgq.enqueue_many([Quick() for _ in range(2)])
+    worker = venturi.Worker(pgq, tasks=[Quick, Outlives], concurrency=2)
+    async with running(worker):
+        async def settled() -> bool:
+            rows = [await pgq.job(id) for id in jobs]
+            return all(r is not None and r.status is Status.COMPLETED for r in rows)
+        await wait_for(settled, timeout=15, what="the held settle to go through")
+        # Something held for the renewals that follow: a job that outlives its lease.
+        await pgq.enqueue(Outlives())
+        await wait_for(lambda: len(renewals) >= 2, timeout=15, what="renewals after it")
+    assert held_once
+    assert [c.seen for c in renewals] == [0] * len(renewals), renewals

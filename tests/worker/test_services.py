@@ -21,7 +21,7 @@ from structlog.testing import capture_logs
 
 import venturi
 from venturi import Queue, Status, WorkerConfig
-from venturi.errors import ConfigError, DatabaseUnavailable
+from venturi.errors import ConfigError, DatabaseConflict, DatabaseUnavailable
 from venturi.worker.health import DatabaseHealth, Health
 from venturi.worker.slots import Slots
 from venturi.worker.waker import Poller
@@ -154,6 +154,46 @@ async def test_any_other_exception_in_a_service_stops_the_worker(
         await asyncio.wait_for(worker.run(), 10)
     assert _contains(stopped.value, RuntimeError, f"injected bug in {method}"), stopped.value
     assert not worker.health.alive
+
+
+@pytest.mark.parametrize(("method", "tasks", "options"), BUGS, ids=[b[0] for b in BUGS])
+async def test_a_statement_that_loses_a_race_is_tried_again_and_the_worker_goes_on(
+        pgq: Queue, monkeypatch: pytest.MonkeyPatch, method: str,
+        tasks: list[type[venturi.Task]], options: dict[str, Any]) -> None:
+    """A deadlock or a serialization failure (40P01, 40001: ``DatabaseConflict``) rolls
+    a statement back whole, and PostgreSQL's advice is to send it again. No service
+    stops the worker for one: each tries again shortly (docs/concepts/failures.md,
+    "Losing the database is not a failure"). Here each service's first two statements
+    lose, the third goes through, and the worker is still running, its job done (or,
+    for the renewal's test, still running); a
+    settle batch is sent again whole, not split into single settles."""
+    Waits.started = asyncio.Event()
+    losses = 2
+
+    def lose() -> BaseException | None:
+        nonlocal losses
+        if losses:
+            losses -= 1
+            return DatabaseConflict("database conflict 40P01: deadlock detected (injected)")
+        return None
+
+    job = await pgq.enqueue(tasks[0]() if tasks[0] is not Hourly else Ping())
+    calls = record(monkeypatch, pgq.store, method, fail=lose)
+    worker = venturi.Worker(pgq, tasks=tasks, concurrency=1, **options)
+    async with running(worker):
+        await wait_for(lambda: any(c.ended is not None and c.error is None for c in calls),
+                       timeout=20, what=f"{method} to go through")
+        if tasks[0] is Waits:
+            await asyncio.wait_for(Waits.started.wait(), 10)
+        elif tasks[0] is Ping:  # (a worker of Hourly has nothing to run for an hour)
+            async def done() -> bool:
+                row = await pgq.job(job.id)
+                return row is not None and row.status is Status.COMPLETED
+            await wait_for(done, timeout=10, what="the job to complete")
+        assert worker.health.alive
+    assert [type(c.error) for c in calls[:3]] == [DatabaseConflict, DatabaseConflict, type(None)]
+    if method == "settle_many":
+        assert {tuple(s.id for s in c.args[1]) for c in calls} == {(job.id,)}
 
 
 @pytest.fixture

@@ -13,10 +13,11 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter
 
 from venturi._ids import uuid7
+from venturi.errors import DatabaseConflict
 from venturi.store.base import Action, Settled, Settlement
 from venturi.worker.health import DatabaseHealth, Health
 from venturi.worker.identity import Identity
-from venturi.worker.settler import GATHER_MAX, Settler
+from venturi.worker.settler import CONFLICT_ATTEMPTS, GATHER_MAX, Settler
 
 
 class Recorder:
@@ -130,3 +131,54 @@ async def test_the_wait_expects_no_more_than_the_runs_left() -> None:
     s, slept = settler(store, clock, rate=5_000.0, active=1)
     await two_writes(store, s, more=2)  # two wait while the first write is out
     assert slept == [] and [len(b) for b in store.batches] == [1, 2]
+
+
+class Loses(Recorder):
+    """A store whose first ``losses`` writes lose a race (rolled back whole)."""
+
+    def __init__(self, clock: list[float], losses: int) -> None:
+        super().__init__(clock, took=0.001)
+        self.losses = losses
+        self.release.set()
+
+    async def settle_many(self, claimed_by: str,
+                          settlements: Sequence[Settlement]) -> list[Settled]:
+        self.batches.append(list(settlements))
+        if self.losses:
+            self.losses -= 1
+            raise DatabaseConflict("database conflict 40P01: deadlock detected (injected)")
+        return [Settled(s.id, True) for s in settlements]
+
+
+async def _settle(store: Loses, batch: list[Settlement]) -> None:
+    clock = [0.0]
+    s, _ = settler(store, clock, rate=0.0)
+    task = asyncio.create_task(s.run())
+    try:
+        async with asyncio.timeout(5):
+            for settlement in batch:
+                s.put(settlement)
+            await s.wait_empty()
+    finally:
+        task.cancel()
+
+
+async def test_a_batch_that_loses_a_race_is_sent_again_whole() -> None:
+    """A deadlock rolls the batch back whole; the next try usually goes through. One
+    round trip for the batch again, not one per settlement."""
+    batch = [one() for _ in range(3)]
+    store = Loses([0.0], losses=CONFLICT_ATTEMPTS - 1)
+    await _settle(store, batch)
+    assert [[x.id for x in b] for b in store.batches] == [[x.id for x in batch]] * CONFLICT_ATTEMPTS
+
+
+async def test_a_batch_that_keeps_losing_is_split() -> None:
+    """Losing every try of the batch: each settlement then goes on its own, so one that
+    cannot be written does not hold back the others; the first one alone loses once more
+    and is tried again."""
+    a, b, c = batch = [one() for _ in range(3)]
+    store = Loses([0.0], losses=CONFLICT_ATTEMPTS + 1)
+    await _settle(store, batch)
+    whole = [[x.id for x in batch]] * CONFLICT_ATTEMPTS
+    written = [[x.id for x in w] for w in store.batches]
+    assert written == [*whole, [a.id], [a.id], [b.id], [c.id]]

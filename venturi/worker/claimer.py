@@ -16,13 +16,13 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from ..errors import DatabaseUnavailable
+from ..errors import DatabaseConflict, DatabaseUnavailable, classify
 from ..logs import get_logger
 from ..store.base import ClaimRequest, JobRecord, LimitedClaim, Store
 from .clock import DbClock
 from .fairness import Fairness
 from .flow import Flow
-from .health import DatabaseHealth
+from .health import CONFLICT_PAUSE, DatabaseHealth
 from .held import Held, HeldJobs
 from .identity import Identity
 from .metrics import KindMetrics
@@ -116,6 +116,13 @@ class Claimer:
             except DatabaseUnavailable:
                 if not await self._db.back_off("claimer", until=self._stop):
                     return False
+                self._claim_wanted.set()
+                continue
+            except DatabaseConflict as exc:
+                # Rolled back whole (a limited claim's counters, say, in a deadlock):
+                # nothing was claimed; the claim goes out again shortly.
+                log.info("claim_conflict_retried", error=classify(exc))
+                await anyio.sleep(CONFLICT_PAUSE)
                 self._claim_wanted.set()
                 continue
             self._db.recovered("claimer")

@@ -19,12 +19,13 @@ from typing import TypeVar
 import anyio
 from prometheus_client import Counter
 
-from ..errors import DatabaseUnavailable
+from ..errors import DatabaseConflict, DatabaseUnavailable, classify
 from ..logs import get_logger
 
 log = get_logger("venturi.worker")
 
 T = TypeVar("T")
+CONFLICT_PAUSE = 0.05  # seconds before a call that lost a race is tried again
 
 
 class GaveUp(Exception):
@@ -93,7 +94,9 @@ class DatabaseHealth:
 
     async def retry(self, service: str, call: Callable[[], Awaitable[T]],
                     until: asyncio.Event | None = None) -> T:
-        """``await call()`` until it gets through, backing off while the database is lost.
+        """``await call()`` until it gets through, backing off while the database is lost,
+        and again shortly after a call that lost a race (a deadlock or a serialization
+        failure: rolled back whole, to be tried again, never a reason to stop the worker).
         With ``until``, gives up (raises :class:`GaveUp`) when it is set during a back-off."""
         while True:
             try:
@@ -101,6 +104,10 @@ class DatabaseHealth:
             except DatabaseUnavailable:
                 if not await self.back_off(service, until):
                     raise GaveUp(service) from None
+                continue
+            except DatabaseConflict as exc:
+                log.info("db_conflict_retried", service=service, error=classify(exc))
+                await anyio.sleep(CONFLICT_PAUSE)
                 continue
             self.recovered(service)
             return result

@@ -8,6 +8,12 @@ commits they make, not by how many jobs each carries. When the database is
 unreachable the batch stays buffered (its jobs stay held, so their leases are
 still renewed) and is written first after reconnecting (docs/concepts/failures.md,
 "Losing the database is not a failure").
+
+A settle and a lease renewal lock the same rows, the worker's own, each in the order
+its plan visits them; two such statements at once can deadlock (40P01). So they take
+turns on ``writes``, a lock the worker gives both (docs/concepts/leases.md, "Settling
+in batches"). A batch that still loses a race to another session (an operator's
+cancel, say) is sent again whole, and only split if it keeps losing.
 """
 
 from __future__ import annotations
@@ -43,7 +49,8 @@ class Settler:
     def __init__(self, store: Store, identity: Identity, db: DatabaseHealth,
                  on_settled: OnSettled, on_dropped: Callable[[Settlement], None],
                  wake: Callable[[], None], rate: Callable[[], float] = lambda: 0.0,
-                 active: Callable[[], int] = lambda: MAX_BATCH) -> None:
+                 active: Callable[[], int] = lambda: MAX_BATCH,
+                 writes: asyncio.Lock | None = None) -> None:
         self._store = store
         self._identity = identity
         self._db = db
@@ -52,6 +59,7 @@ class Settler:
         self._wake = wake
         self._rate = rate
         self._active = active
+        self.writes = writes or asyncio.Lock()  # taken in turns with the lease renewals
         self._took = 0.0  # how long the last write took, seconds
         self._clock = time.monotonic  # both replaced by tests
         self._sleep = asyncio.sleep
@@ -96,8 +104,7 @@ class Settler:
             for settlement in batch:
                 for attempt in range(1, CONFLICT_ATTEMPTS + 1):
                     try:
-                        results += await self._store.settle_many(
-                            self._identity.claimed_by, [settlement])
+                        results += await self._write([settlement])
                         done.append(settlement)
                         handled.add(id(settlement))
                         break
@@ -124,6 +131,22 @@ class Settler:
         self._settled(done, results)
         return True
 
+    async def _write(self, batch: list[Settlement]) -> list[Settled]:
+        async with self.writes:
+            return await self._store.settle_many(self._identity.claimed_by, batch)
+
+    async def _write_batch(self, batch: list[Settlement]) -> list[Settled]:
+        """The batch, sent again whole while it loses races (up to ``CONFLICT_ATTEMPTS``
+        times): a deadlock or a serialization failure rolls it back whole, and the next
+        try usually goes through. What it raises then is the last try's error."""
+        for attempt in range(1, CONFLICT_ATTEMPTS):
+            try:
+                return await self._write(batch)
+            except DatabaseConflict as exc:
+                log.info("settle_batch_conflict_retried", count=len(batch), attempt=attempt,
+                         error=classify(exc))
+        return await self._write(batch)
+
     async def _gather(self) -> None:
         """Wait for more settlements before writing a small batch, when runs end fast
         enough that the wait would at least double it: as long as the last write took,
@@ -147,7 +170,7 @@ class Settler:
                 batch = self._buffer[:MAX_BATCH]
                 sent = self._clock()
                 try:
-                    results = await self._store.settle_many(self._identity.claimed_by, batch)
+                    results = await self._write_batch(batch)
                     self._took = self._clock() - sent
                 except DatabaseUnavailable:
                     await db.back_off("settler")
