@@ -88,3 +88,32 @@ async def test_a_deadlock_is_a_conflict_worth_running_again(pg_dsn: str) -> None
         await first.execute(f"DROP TABLE IF EXISTS {table}")
         await first.close()
         await second.close()
+
+
+async def test_a_lock_or_statement_timeout_is_a_conflict_worth_running_again(
+        pg_dsn: str) -> None:
+    """A lock waited for longer than the session's lock_timeout (55P03) and a statement
+    longer than its statement_timeout (57014, also what pg_cancel_backend gives) are
+    rolled back for a reason of timing, as a deadlock is: DatabaseConflict, which the
+    worker's services send again instead of stopping (docs/concepts/failures.md)."""
+    table = f"{new_prefix()}locks"
+    holder, waiter = await asyncpg.connect(pg_dsn), await asyncpg.connect(pg_dsn)
+    try:
+        await holder.execute(f"CREATE TABLE {table} (id int PRIMARY KEY)")
+        await holder.execute(f"INSERT INTO {table} VALUES (1)")
+        async with holder.transaction():
+            await holder.execute(f"SELECT 1 FROM {table} WHERE id = 1 FOR UPDATE")
+            await waiter.execute("SET lock_timeout = '50ms'")
+            with pytest.raises(asyncpg.PostgresError) as waited:
+                await waiter.execute(f"SELECT 1 FROM {table} WHERE id = 1 FOR UPDATE")
+        await waiter.execute("SET statement_timeout = '50ms'")
+        with pytest.raises(asyncpg.PostgresError) as ran:
+            await waiter.execute("SELECT pg_sleep(5)")
+        for raised, state in ((waited.value, "55P03"), (ran.value, "57014")):
+            error = translate(raised, "venturi_")
+            assert isinstance(error, DatabaseConflict), error
+            assert str(error).startswith(f"database conflict {state}: "), error
+    finally:
+        await holder.execute(f"DROP TABLE IF EXISTS {table}")
+        await holder.close()
+        await waiter.close()

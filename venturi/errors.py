@@ -114,9 +114,11 @@ class DatabaseUnavailable(DatabaseError):
 
 
 class DatabaseConflict(DatabaseError):
-    """The statement's transaction lost a race with another one and was rolled back
-    (PostgreSQL detected a deadlock, or a serialization failure): nothing it did stays,
-    and running it again may succeed."""
+    """The statement's transaction was rolled back for a reason of timing: it lost a
+    race with another one (PostgreSQL detected a deadlock, or a serialization failure),
+    waited for a lock longer than ``lock_timeout``, ran longer than
+    ``statement_timeout``, or an operator cancelled it. Nothing it did stays, and
+    running it again may succeed."""
 
 
 def classify(exc: BaseException) -> str:

@@ -8,15 +8,16 @@ import asyncio
 import contextlib
 import datetime as dt
 import itertools
-from typing import Any
+from typing import Any, ClassVar
 from uuid import UUID
 
+import asyncpg
 import pytest
 from structlog.testing import capture_logs
 
 import venturi
 from venturi import Outcome, Queue, Status
-from venturi.errors import DatabaseUnavailable
+from venturi.errors import DatabaseConflict, DatabaseUnavailable
 from venturi.store.base import ClaimRequest, Listener
 from venturi.store.postgres import PostgresStore
 
@@ -310,3 +311,57 @@ async def test_a_renewal_never_runs_while_a_settle_of_the_worker_is_out(
         await wait_for(lambda: len(renewals) >= 2, timeout=15, what="renewals after it")
     assert held_once
     assert [c.seen for c in renewals] == [0] * len(renewals), renewals
+
+
+class Held6(venturi.Task, kind="wl.held6", lease=dt.timedelta(seconds=6)):
+    """Runs until the test lets it end; renewed every 2 s, its local deadline 4 s after
+    the last renewal that kept it."""
+
+    started: ClassVar[asyncio.Event]
+    release: ClassVar[asyncio.Event]
+
+    async def run(self, ctx: venturi.Context) -> str:
+        Held6.started.set()
+        await Held6.release.wait()
+        return "held"
+
+
+async def test_a_renewal_that_waits_out_its_lock_timeout_is_sent_again(
+        pg_dsn: str, pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a role whose sessions set ``lock_timeout`` (here 100 ms), a renewal that
+    finds one of its rows locked by another session (an operator's open transaction)
+    is rolled back with 55P03: a DatabaseConflict, sent again 50 ms later, not a reason
+    to stop the worker. Once the lock is gone the next renewal keeps the claim, and the
+    job completes on its first run."""
+    Held6.started, Held6.release = asyncio.Event(), asyncio.Event()
+    dsn = f"{pg_dsn}{'&' if '?' in pg_dsn else '?'}lock_timeout=100"
+    async with Queue.connect(dsn, prefix=pgq.prefix) as queue:
+        renewals = record(monkeypatch, queue.store, "extend_leases")
+        job = await queue.enqueue(Held6())
+        worker = venturi.Worker(queue, tasks=[Held6], concurrency=1)
+        operator = await asyncpg.connect(pg_dsn)
+        try:
+            with capture_logs() as logs:
+                async with running(worker):
+                    await asyncio.wait_for(Held6.started.wait(), 10)
+                    async with operator.transaction():
+                        await operator.execute(
+                            f"SELECT 1 FROM {pgq.prefix}jobs WHERE id = $1 FOR UPDATE", job.id)
+                        await wait_for(lambda: sum(isinstance(c.error, DatabaseConflict)
+                                                   for c in renewals) >= 2,
+                                       timeout=10, what="two renewals timed out on the lock")
+                        assert worker.health.alive
+                    lost = len(renewals)
+                    await wait_for(lambda: any(c.result == {job.id} for c in renewals[lost:]),
+                                   timeout=10, what="a renewal that kept the claim")
+                    Held6.release.set()
+
+                    async def done() -> bool:
+                        row = await queue.job(job.id)
+                        return row is not None and row.status is Status.COMPLETED
+                    await wait_for(done, timeout=10, what="the job to complete")
+        finally:
+            await operator.close()
+    assert any(e["event"] == "renewal_conflict" for e in logs)
+    assert [(e.run_no, e.outcome) for e in await pgq.journal(job.id)] == [
+        (1, Outcome.COMPLETED)]

@@ -16,8 +16,11 @@ from ...errors import (
     SchemaMissing,
 )
 
-# A transaction rolled back for losing a race (serialization failure, deadlock detected).
-CONFLICT_STATES = ("40001", "40P01")
+# A statement rolled back for a reason of timing, to be run again: a race lost
+# (serialization failure, deadlock detected), a lock waited for longer than the session's
+# lock_timeout, a statement longer than its statement_timeout or cancelled by an operator
+# (pg_cancel_backend; a terminated backend is class 57P, unavailable).
+CONFLICT_STATES = ("40001", "40P01", "55P03", "57014")
 # SQLSTATE classes of a server that is going away or not accepting connections.
 TRANSIENT_CLASSES = ("08", "57P")
 # The two states of a caller's connection (conn=) that no statement can use.
