@@ -15,6 +15,7 @@ from tests.conftest import wait_for
 from tests.tasks import Embed, Refresh, Summarize, Urgent
 from venturi import Enqueued, ManualClock, Outcome, Queue
 from venturi.store.postgres import PostgresStore
+from venturi.store.postgres.producing import dedup_lock_key
 
 # Advisory locks someone waits for that the given backend holds.
 QUEUED_BEHIND = (
@@ -248,3 +249,39 @@ async def test_dedup_lock_taken_on_the_callers_connection_is_held_until_it_commi
     assert merged == Enqueued(first.id, True)
     assert await pg_queue.count(kind="test.refresh") == 1
     assert [e.outcome for e in await pg_queue.journal(first.id)] == [Outcome.MERGED]
+
+
+async def test_batches_of_the_same_keys_in_any_order_never_deadlock(
+    pg_queue: Queue, pg_store: PostgresStore, pg_dsn: str
+) -> None:
+    """A batch takes every key's lock before its first insert, in the order of the locks'
+    ids: two batches of the same keys in different orders then never hold one each while
+    waiting for the other. Made deterministic: the caller (``conn=``) holds the key whose
+    lock id is lower; a batch of [higher, lower] waits for it holding nothing, so the
+    caller can take the higher key too and commit, and the batch merges into both. Taking
+    the locks in the batch's order, it would hold the higher key while waiting, the
+    caller's second enqueue would wait for it in turn, and PostgreSQL would roll the batch
+    back (40P01, a DatabaseConflict)."""
+    lock_id = {uri: await pg_store.pool.fetchval(
+        "SELECT hashtextextended($1, 0)", dedup_lock_key(pg_store.prefix, "test.refresh", uri))
+        for uri in ("one", "two")}
+    low, high = sorted(lock_id, key=lambda uri: lock_id[uri])
+    caller = await asyncpg.connect(pg_dsn)
+    try:
+        tx = caller.transaction()
+        await tx.start()
+        first_low = await pg_queue.enqueue(Refresh(uri=low), conn=caller)
+        batch = asyncio.create_task(
+            pg_queue.enqueue_many([Refresh(uri=high, version=1), Refresh(uri=low, version=1)]))
+
+        async def waiting_on_the_caller() -> bool:
+            assert not batch.done(), "the batch did not wait for the caller's key"
+            return bool(await pg_store.pool.fetchval(QUEUED_BEHIND, caller.get_server_pid()))
+        await wait_for(waiting_on_the_caller, what="the batch to wait for the lower key")
+        first_high = await asyncio.wait_for(pg_queue.enqueue(Refresh(uri=high), conn=caller), 10)
+        await tx.commit()
+        ids = await asyncio.wait_for(batch, 10)
+    finally:
+        await caller.close()
+    assert ids == [first_high.id, first_low.id]  # both merged into the caller's rows
+    assert await pg_queue.count(kind="test.refresh") == 2

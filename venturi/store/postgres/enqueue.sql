@@ -88,6 +88,14 @@ SELECT count(*) FROM ins
 -- (docs/concepts/dedup.md).
 SELECT pg_advisory_xact_lock(hashtextextended($1::text, 0))
 
+-- name: dedup_locks
+-- The same locks for every key of a batch at once, in the order of their lock ids: two
+-- batches of the same keys in different orders would otherwise each hold one and wait
+-- for the other (a deadlock). The subquery's ORDER BY keeps it from being pulled up, so
+-- the locks are taken in that order.
+SELECT count(pg_advisory_xact_lock(h))
+FROM (SELECT DISTINCT hashtextextended(k, 0) AS h FROM unnest($1::text[]) AS k ORDER BY h) AS s
+
 -- name: dedup_candidate
 -- The oldest pending sibling, locked so a claimer cannot take it mid-merge.
 SELECT

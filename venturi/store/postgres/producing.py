@@ -223,21 +223,26 @@ class Producing(Operations):
     ) -> list[Enqueued]:
         results: list[Enqueued] = []
         plain: list[NewJob] = []
+        keys = [dedup_lock_key(self.prefix, j.kind, j.dedup_key)
+                for j in jobs if j.dedup_key is not None]
+        if len(keys) > 1:  # every key's lock first, in one order for every batch
+            await self._execute("dedup_locks", keys, on=ex)
         for job in jobs:
             if job.dedup_key is None:
                 plain.append(job)
                 results.append(Enqueued(job.id, False))
                 continue
-            results.append(await self._enqueue_one_dedup(ex, job, merge))
+            results.append(await self._enqueue_one_dedup(ex, job, merge, locked=len(keys) > 1))
         if plain:
             await self._insert(plain, ex)
         return results
 
     async def _enqueue_one_dedup(self, ex: Executor, job: NewJob,
-                                 merge: MergeFn | None) -> Enqueued:
+                                 merge: MergeFn | None, *, locked: bool = False) -> Enqueued:
         assert job.dedup_key is not None
-        await self._execute("dedup_lock", dedup_lock_key(self.prefix, job.kind, job.dedup_key),
-                            on=ex)
+        if not locked:
+            await self._execute("dedup_lock",
+                                dedup_lock_key(self.prefix, job.kind, job.dedup_key), on=ex)
         row = await self._row("dedup_candidate", job.kind, job.dedup_key, on=ex)
         update = None
         if row is not None:
