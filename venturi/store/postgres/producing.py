@@ -223,26 +223,28 @@ class Producing(Operations):
     ) -> list[Enqueued]:
         results: list[Enqueued] = []
         plain: list[NewJob] = []
+        # Every key's lock before the first insert, several in one order for every batch
+        # (enqueue.sql, dedup_locks).
         keys = [dedup_lock_key(self.prefix, j.kind, j.dedup_key)
                 for j in jobs if j.dedup_key is not None]
-        if len(keys) > 1:  # every key's lock first, in one order for every batch
+        if len(keys) == 1:
+            await self._execute("dedup_lock", keys[0], on=ex)
+        elif keys:
             await self._execute("dedup_locks", keys, on=ex)
         for job in jobs:
             if job.dedup_key is None:
                 plain.append(job)
                 results.append(Enqueued(job.id, False))
                 continue
-            results.append(await self._enqueue_one_dedup(ex, job, merge, locked=len(keys) > 1))
+            results.append(await self._enqueue_one_dedup(ex, job, merge))
         if plain:
             await self._insert(plain, ex)
         return results
 
     async def _enqueue_one_dedup(self, ex: Executor, job: NewJob,
-                                 merge: MergeFn | None, *, locked: bool = False) -> Enqueued:
+                                 merge: MergeFn | None) -> Enqueued:
+        """``job`` with its key's lock already held (``_enqueue_dedup``)."""
         assert job.dedup_key is not None
-        if not locked:
-            await self._execute("dedup_lock",
-                                dedup_lock_key(self.prefix, job.kind, job.dedup_key), on=ex)
         row = await self._row("dedup_candidate", job.kind, job.dedup_key, on=ex)
         update = None
         if row is not None:
