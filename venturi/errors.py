@@ -121,6 +121,9 @@ class DatabaseConflict(DatabaseError):
     running it again may succeed."""
 
 
+CONFLICT_PAUSE = 0.05  # seconds before a statement that lost a race is sent again
+
+
 def classify(exc: BaseException) -> str:
     """A content-free name for a failure: the exception's type, never its message."""
     cls = type(exc)

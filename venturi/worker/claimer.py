@@ -16,13 +16,13 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from ..errors import DatabaseConflict, DatabaseUnavailable, classify
+from ..errors import CONFLICT_PAUSE, DatabaseConflict, DatabaseUnavailable, classify
 from ..logs import get_logger
 from ..store.base import ClaimRequest, JobRecord, LimitedClaim, Store
 from .clock import DbClock
 from .fairness import Fairness
 from .flow import Flow
-from .health import CONFLICT_PAUSE, DatabaseHealth
+from .health import DatabaseHealth
 from .held import Held, HeldJobs
 from .identity import Identity
 from .metrics import KindMetrics

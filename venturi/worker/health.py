@@ -19,13 +19,12 @@ from typing import TypeVar
 import anyio
 from prometheus_client import Counter
 
-from ..errors import DatabaseConflict, DatabaseUnavailable, classify
+from ..errors import CONFLICT_PAUSE, DatabaseConflict, DatabaseUnavailable, classify
 from ..logs import get_logger
 
 log = get_logger("venturi.worker")
 
 T = TypeVar("T")
-CONFLICT_PAUSE = 0.05  # seconds before a call that lost a race is tried again
 
 
 class GaveUp(Exception):

@@ -18,10 +18,10 @@ from uuid import UUID
 
 import anyio
 
-from ..errors import DatabaseConflict, DatabaseUnavailable, classify
+from ..errors import CONFLICT_PAUSE, DatabaseConflict, DatabaseUnavailable, classify
 from ..logs import get_logger
 from ..store.base import LeaseRenewal, Store
-from .health import CONFLICT_PAUSE, DatabaseHealth
+from .health import DatabaseHealth
 from .held import Held, HeldJobs, HeldState, StopReason
 from .identity import Identity
 

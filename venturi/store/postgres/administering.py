@@ -30,23 +30,23 @@ class Administering(Operations):
         on = self._on(conn)
         if ids is not None:
             name = "cancel_unfinished_ids" if unfinished else "cancel_ids"
-            n = await self._val(name, list(ids), CANCEL_CHUNK, self.clock.now(), on=on)
+            n = await self._val_again(name, list(ids), CANCEL_CHUNK, self.clock.now(), on=on)
         else:
-            n = await self._val("cancel_subject", subject, CANCEL_CHUNK, self.clock.now(),
-                                on=on)
+            n = await self._val_again("cancel_subject", subject, CANCEL_CHUNK, self.clock.now(),
+                                      on=on)
         return int(n)
 
     async def retry(self, *, ids: Sequence[UUID] | None = None, kind: str | None = None) -> int:
         if ids is not None:
-            n = await self._val("retry_ids", REDRIVE_NOTE, list(ids))
+            n = await self._val_again("retry_ids", REDRIVE_NOTE, list(ids))
         else:
-            n = await self._val("retry_kind", REDRIVE_NOTE, kind)
+            n = await self._val_again("retry_kind", REDRIVE_NOTE, kind)
         return int(n)
 
     async def cleanup(self, criteria: CleanupCriteria) -> int:
         total = 0
         while True:
-            n = int(await self._val("cleanup_batch", criteria.finished_before,
+            n = int(await self._val_again("cleanup_batch", criteria.finished_before,
                                     _statuses(criteria), criteria.kind, criteria.batch_size))
             total += n
             if n < criteria.batch_size:

@@ -7,12 +7,20 @@ mixins of PostgresStore, each written against ``driver.Driver`` only.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
+
+from ...errors import CONFLICT_PAUSE, DatabaseConflict, classify
+from ...logs import get_logger
 from .. import _sql
 from ..base import Clock
 from .driver import Driver, Executor, Row
+
+log = get_logger("venturi.store")
+CONFLICT_ATTEMPTS = 3  # how often an operator's statement is sent in all, when it loses races
 
 
 class Operations:
@@ -52,3 +60,22 @@ class Operations:
                        keep: bool = False) -> None:
         q, params = self._bind(name, args)
         await self.driver.execute(q, params, on=on, keep=keep)
+
+    async def _val_again(self, name: str, *args: Any, on: Executor | None = None) -> Any:
+        """``_val`` for an operator's statement whose effect does not depend on how often
+        it runs (cancel, redrive, cleanup). In a transaction of the store's own it is sent
+        again, up to ``CONFLICT_ATTEMPTS`` times in all, when PostgreSQL rolled it back for
+        a reason of timing (``DatabaseConflict``: a deadlock with a worker's settle, say);
+        the pause before each new try is drawn between one and two ``CONFLICT_PAUSE`` so
+        that two losers do not meet again in step. In a caller's transaction (``on``) it is
+        not: that transaction is rolled back whole, and only the caller can run it again."""
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            try:
+                return await self._val(name, *args, on=on)
+            except DatabaseConflict as exc:
+                if on is not None or attempt == CONFLICT_ATTEMPTS:
+                    raise
+                log.info("admin_conflict_retried", statement=name, attempt=attempt,
+                         error=classify(exc))
+                await anyio.sleep(CONFLICT_PAUSE * (1 + random.random()))
+        raise AssertionError("unreachable")  # the last attempt returns or raises
