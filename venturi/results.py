@@ -76,6 +76,7 @@ class Waiters:
         self._live = asyncio.Event()  # set while LISTEN is active
         self._task: asyncio.Task[None] | None = None
         self._error: BaseException | None = None
+        self._closings = 0  # close() calls so far: a call that saw fewer was closed on
         self.relistened = 0
         self.opened = 0
 
@@ -84,10 +85,14 @@ class Waiters:
         bounds the wait (``asyncio.timeout``)."""
         event = asyncio.Event()
         self._events.setdefault(id, set()).add(event)
+        closings = self._closings
         try:
             self._start()
             while True:
                 await self._live.wait()
+                if self._closings != closings:
+                    raise DatabaseUnavailable(
+                        f"the queue was closed while a result() call waited for job {id}")
                 if self._error is not None:
                     raise self._error
                 # Cleared before the read: a notification or a re-listen from here on
@@ -138,14 +143,22 @@ class Waiters:
             self._idle = None
         if self._task is None or self._task.done():
             self._error = None
+            self._live.clear()  # set by a close() that woke the calls it ended
             self._task = asyncio.get_running_loop().create_task(
                 self._listen(), name="venturi-results-listener")
 
     async def close(self) -> None:
-        """Stop listening now, and wait until the session is closed (the next ``wait``
-        starts again)."""
+        """Stop listening now, and wait until the session is closed; calls still
+        waiting raise ``DatabaseUnavailable`` at once, as ``SyncQueue``'s do, rather
+        than wait out their timeout (or for ever, without one). The next ``wait``
+        starts again."""
         task = self._task
         self._stop_listening()
+        self._closings += 1
+        if self._events:
+            # Wakes every call where it waits: for LISTEN to be active, or for its job.
+            self._live.set()
+            self._wake_all()
         if task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await task

@@ -10,7 +10,7 @@ from uuid import UUID
 
 import pytest
 
-from venturi import JobCancelled, JobFailed, ManualClock, Queue, Status
+from venturi import DatabaseUnavailable, JobCancelled, JobFailed, ManualClock, Queue, Status
 from venturi._ids import uuid7
 from venturi.notices import parse_finished
 from venturi.results import Waiters
@@ -180,6 +180,23 @@ async def test_results_awaited_one_after_another_share_one_session(
     assert task is not None
     await queue.close()
     assert waiters._task is None and task.done()
+
+
+async def test_calls_still_waiting_when_the_queue_closes_end_at_once(
+        store: Store, queue: Queue) -> None:
+    """``Queue.close`` ends the calls still waiting, as ``SyncQueue.close`` does: one
+    without a timeout would otherwise wait for ever on a session that is gone."""
+    waiters = queue._waiters = Waiters(store, linger=60.0)
+    jobs = await add(store, new_job(), new_job())
+    waiting = [asyncio.create_task(queue.result(j.id)) for j in jobs]
+    await _until(lambda: all(j.id in waiters._events for j in jobs), "the calls to wait")
+    await _until(waiters._live.is_set, "the session to listen")
+    await queue.close()
+    for j, call in zip(jobs, waiting, strict=True):
+        closed = rf"queue was closed while a result\(\) call waited for job {j.id}"
+        with pytest.raises(DatabaseUnavailable, match=closed):
+            await asyncio.wait_for(call, _WAIT)
+    assert waiters._task is None and not waiters._events
 
 
 async def test_many_waiters_share_one_listener(store: Store, queue: Queue) -> None:
