@@ -308,3 +308,33 @@ def test_the_log_cost_benchmark_runs_and_leaves_logging_as_it_was() -> None:
     figures = measure(number=100)
     assert len(figures) == 5 and all(ns > 0 for ns in figures.values())
     assert (root.level, root.handlers, structlog.is_configured()) == before
+
+
+def _logged() -> tuple[set[tuple[str, str]], set[str]]:
+    """Every (level, event) venturi's code logs, and every logger it gets, read off the
+    source: ``log.<level>("<event>"`` and ``get_logger("<name>")``."""
+    import re
+    events: set[tuple[str, str]] = set()
+    loggers: set[str] = set()
+    for path in [*(ROOT / "venturi").rglob("*.py"), *(ROOT / "cli").rglob("*.py")]:
+        text = path.read_text()
+        events.update((level.upper(), name) for level, name in re.findall(
+            r'\blog\.(debug|info|warning|error)\(\s*"(\w+)"', text))
+        loggers.update(re.findall(r'get_logger\("(venturi[\w.]*)"\)', text))
+    return events, loggers
+
+
+def test_every_event_and_logger_is_listed_on_the_logging_page() -> None:
+    """docs/operations/logging.md's tables are what an operator filters and alerts on:
+    an event or a logger the code gained and the page did not is a regression."""
+    page = (ROOT / "docs" / "operations" / "logging.md").read_text()
+    rows = {line.split("|")[1].strip(): line for line in page.splitlines()
+            if line.startswith("| ") and line.split("|")[1].strip() in (
+                "DEBUG", "INFO", "WARNING", "ERROR")}
+    events, loggers = _logged()
+    assert len(events) > 50 and "venturi.worker" in loggers  # the source was read
+    missing = sorted(f"{level} {name}" for level, name in events
+                     if f"`{name}`" not in rows.get(level, ""))
+    assert not missing, f"events missing from their level's row in logging.md: {missing}"
+    unlisted = sorted(name for name in loggers if f"| `{name}` |" not in page)
+    assert not unlisted, f"loggers missing from logging.md's table: {unlisted}"
