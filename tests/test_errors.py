@@ -113,6 +113,7 @@ async def test_a_lock_or_statement_timeout_is_a_conflict_worth_running_again(
             error = translate(raised, "venturi_")
             assert isinstance(error, DatabaseConflict), error
             assert str(error).startswith(f"database conflict {state}: "), error
+            assert error.sqlstate == state  # what a log may carry instead of the message
     finally:
         await holder.execute(f"DROP TABLE IF EXISTS {table}")
         await holder.close()

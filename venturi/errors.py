@@ -106,7 +106,11 @@ class JobCancelled(VenturiError):
 
 
 class DatabaseError(VenturiError):
-    """The database failed a statement for a reason that is not transient."""
+    """The database failed a statement for a reason that is not transient. ``sqlstate``
+    is the server's five-character code when the server answered (a classification,
+    safe to log where the message may not be), else None."""
+
+    sqlstate: str | None = None
 
 
 class DatabaseUnavailable(DatabaseError):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import anyio
 
-from ..errors import DatabaseError, DatabaseUnavailable
+from ..errors import DatabaseError, DatabaseUnavailable, classify
 from ..logs import get_logger
 from ..store.base import Maintenance, Store
 from ..store.vacuum import MaintenanceState, VacuumPolicy, VacuumRun
@@ -37,7 +37,7 @@ class Vacuum:
         except DatabaseUnavailable:
             raise
         except DatabaseError as exc:
-            log.warning("vacuum_failed", error=str(exc))
+            log.warning("vacuum_failed", error=classify(exc), sqlstate=exc.sqlstate)
             return
         for run in done:
             self._report(run)

@@ -32,7 +32,15 @@ ABORTED = (
 
 
 def from_server(state: str, message: str, prefix: str, where: str) -> Exception:
-    """The venturi error for SQLSTATE ``state``; ``where`` is `` (masked dsn)`` or empty."""
+    """The venturi error for SQLSTATE ``state``; ``where`` is `` (masked dsn)`` or empty.
+    A ``DatabaseError`` carries the state as ``sqlstate``."""
+    error = _from_server(state, message, prefix, where)
+    if isinstance(error, DatabaseError) and state:
+        error.sqlstate = state
+    return error
+
+
+def _from_server(state: str, message: str, prefix: str, where: str) -> Exception:
     if state == "42P01":
         return SchemaMissing(prefix)
     if state in ("28P01", "28000"):
