@@ -61,7 +61,7 @@ def _note(text: str | None) -> str | None:
 
 class Executor:
     def __init__(self, tasks: dict[str, type[Task]], state: Any, clock: DbClock,
-                 watch: Callable[[float], None], *,
+                 watch: Callable[[Held], None], *,
                  result_limit: int = _codec.DEFAULT_MAX_PAYLOAD_BYTES,
                  reader: ResultReader | None = None) -> None:
         self.tasks = tasks
@@ -69,7 +69,7 @@ class Executor:
         self._result_limit = result_limit  # ctx.set_result's, the queue's payload limit
         self._reader = reader  # ctx.results' (the store)
         self._db_clock = clock
-        self._watch = watch  # tells the deadline watcher when a run starting now is due
+        self._watch = watch  # tells the deadline watcher of a run starting now
         self._clock = asyncio.get_running_loop().time
         # execute(held) runs the handler and returns what to settle, or None to settle
         # nothing. Tracing is decided once, when the worker starts (set the tracer
@@ -131,7 +131,7 @@ class Executor:
             if held.stop_reason is not None:  # cancelled before it started
                 scope.cancel()
             elif not held.expire(now):  # a prefetched claim may have expired while buffered
-                self._watch(held.due)
+                self._watch(held)
             try:
                 result = await task.run(ctx)
             except Exception as exc:

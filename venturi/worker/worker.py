@@ -143,7 +143,7 @@ class Worker(WorkerDrain):
         self._flow = Flow(store, {k: cls.__task__.limits for k, cls in self.tasks.items()},
                           self._db, self.metrics, config.heartbeat_interval.total_seconds(),
                           self._claim_wanted.set)
-        self._deadlines = DeadlineWatcher(self._held)
+        self._deadlines = DeadlineWatcher(config.concurrency)
         self._prefetch = Prefetch(config.concurrency,
                                   None if config.prefetch == "auto" else config.prefetch,
                                   time.monotonic)  # the clock of Held.started
