@@ -6,9 +6,10 @@ they are not: only the caller can run a rolled-back transaction again.
 Made deterministic with real row locks: another session holds the second of two jobs the
 cancel visits (their ids and their places in the table are in the same order, so every plan
 visits them in it), the cancel deletes the first and waits for the second, and the other
-session then asks for the first. With its ``deadlock_timeout`` far longer than the store's
-(1 s), PostgreSQL's deadlock check runs in the cancel's session first and rolls the cancel
-back (40P01), as it would a cancel that met a settle of the same rows in the other order.
+session then asks for the first. With its ``deadlock_timeout`` far longer than the cancel's
+session's (2 s, set for these tests), PostgreSQL's deadlock check runs in the cancel's
+session first and rolls the cancel back (40P01), as it would a cancel that met a settle of
+the same rows in the other order.
 """
 
 from __future__ import annotations
@@ -23,14 +24,24 @@ import asyncpg
 import pytest
 from structlog.testing import capture_logs
 
-from tests.conftest import wait_for
+from tests.conftest import _migrated_store, wait_for
 from tests.tasks import Embed
-from venturi import Queue
+from venturi import ManualClock, Queue
 from venturi.errors import DatabaseConflict
 from venturi.store.postgres import PostgresStore
 
 BLOCKED_BY = ("SELECT count(*) FROM pg_stat_activity"
               " WHERE wait_event_type = 'Lock' AND $1 = ANY(pg_blocking_pids(pid))")
+
+
+@pytest.fixture
+async def pg_store(pg_dsn: str, prefix: str, clock: ManualClock) -> AsyncIterator[PostgresStore]:
+    """The store's sessions run PostgreSQL's deadlock check after 2 s of waiting, not 1:
+    the other session asks for its second row within that time of the action's wait
+    beginning, however slow the machine, so the check finds the cycle when it runs."""
+    dsn = f"{pg_dsn}{'&' if '?' in pg_dsn else '?'}deadlock_timeout=2s"
+    async for made in _migrated_store(dsn, prefix, clock):
+        yield made
 
 
 @pytest.fixture
@@ -108,7 +119,7 @@ async def test_a_redrive_that_loses_a_deadlock_is_sent_again(
 async def test_in_the_callers_transaction_a_lost_race_is_the_callers_to_run_again(
         pg_queue: Queue, pg_store: PostgresStore, pg_dsn: str) -> None:
     first, second = await _two_jobs(pg_queue)
-    caller = await asyncpg.connect(pg_dsn)
+    caller = await asyncpg.connect(pg_dsn, server_settings={"deadlock_timeout": "2s"})
     try:
         tx = caller.transaction()
         await tx.start()
