@@ -104,7 +104,8 @@ class Queue(QueueAdmin, QueueViews):
             await queue.close()
 
     async def close(self) -> None:
-        """Close the store (``connect`` does this on exit)."""
+        """Close the store (``connect`` does this on exit). A ``result()`` call still
+        waiting raises ``DatabaseUnavailable`` (docs/concepts/results.md)."""
         if self._waiters is not None:
             await self._waiters.close()
         await self.store.close()

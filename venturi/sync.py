@@ -153,7 +153,7 @@ class SyncQueue:
 
     def close(self) -> None:
         """Close the results listener, the store and its pool (leaving a ``with`` block
-        does this)."""
+        does this). A ``result()`` call still waiting raises ``DatabaseUnavailable``."""
         if self._results is not None:
             self._results.close()
         run_blocking(self.store.close())
