@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -313,7 +314,6 @@ def test_the_log_cost_benchmark_runs_and_leaves_logging_as_it_was() -> None:
 def _logged() -> tuple[set[tuple[str, str]], set[str]]:
     """Every (level, event) venturi's code logs, and every logger it gets, read off the
     source: ``log.<level>("<event>"`` and ``get_logger("<name>")``."""
-    import re
     events: set[tuple[str, str]] = set()
     loggers: set[str] = set()
     for path in [*(ROOT / "venturi").rglob("*.py"), *(ROOT / "cli").rglob("*.py")]:

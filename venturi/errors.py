@@ -126,6 +126,7 @@ class DatabaseConflict(DatabaseError):
 
 
 CONFLICT_PAUSE = 0.05  # seconds before a statement that lost a race is sent again
+CONFLICT_ATTEMPTS = 3  # how often such a statement is sent in all before its error stands
 
 
 def classify(exc: BaseException) -> str:

@@ -22,7 +22,13 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from ..errors import DatabaseConflict, DatabaseError, DatabaseUnavailable, classify
+from ..errors import (
+    CONFLICT_ATTEMPTS,
+    DatabaseConflict,
+    DatabaseError,
+    DatabaseUnavailable,
+    classify,
+)
 from ..logs import get_logger
 from ..store.base import Settled, Settlement, Store
 from .health import DatabaseHealth
@@ -32,8 +38,6 @@ MAX_BATCH = 1000
 # The longest a settlement waits for others to share its commit (docs/concepts/leases.md,
 # "Settling in batches"): at most this, and never longer than the last write took.
 GATHER_MAX = 0.005
-# Attempts at one settlement that keeps losing races (deadlocks) before it is dropped.
-CONFLICT_ATTEMPTS = 3
 log = get_logger("venturi.worker")
 
 OnSettled = Callable[[list[Settlement], list[Settled]], None]

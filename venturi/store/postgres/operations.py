@@ -13,14 +13,13 @@ from typing import Any
 
 import anyio
 
-from ...errors import CONFLICT_PAUSE, DatabaseConflict, classify
+from ...errors import CONFLICT_ATTEMPTS, CONFLICT_PAUSE, DatabaseConflict, classify
 from ...logs import get_logger
 from .. import _sql
 from ..base import Clock
 from .driver import Driver, Executor, Row
 
 log = get_logger("venturi.store")
-CONFLICT_ATTEMPTS = 3  # how often an operator's statement is sent in all, when it loses races
 
 
 class Operations:
@@ -69,13 +68,11 @@ class Operations:
         the pause before each new try is drawn between one and two ``CONFLICT_PAUSE`` so
         that two losers do not meet again in step. In a caller's transaction (``on``) it is
         not: that transaction is rolled back whole, and only the caller can run it again."""
-        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        for attempt in range(1, 1 if on is not None else CONFLICT_ATTEMPTS):
             try:
                 return await self._val(name, *args, on=on)
             except DatabaseConflict as exc:
-                if on is not None or attempt == CONFLICT_ATTEMPTS:
-                    raise
                 log.info("admin_conflict_retried", statement=name, attempt=attempt,
                          error=classify(exc))
                 await anyio.sleep(CONFLICT_PAUSE * (1 + random.random()))
-        raise AssertionError("unreachable")  # the last attempt returns or raises
+        return await self._val(name, *args, on=on)
