@@ -1,7 +1,7 @@
 """The prefetch window (docs/concepts/leases.md, "Prefetch"): adapted by default to the
 observed job rate and claim round trip, bounded so that a buffered job waits at most
-about 40 ms of the slots' work (a claim's round trip when longer, up to 100 ms); fixed
-with ``prefetch=N``.
+about 40 ms of the slots' work (a claim's round trip when longer, up to 100 ms; while
+the table has a backlog, ten rounds of the slots up to 80 ms); fixed with ``prefetch=N``.
 
 The policy is tested on its own with a clock the test moves (deterministic); the worker
 tests check what it means with PostgreSQL: a slow kind is not claimed ahead, a second
@@ -25,7 +25,14 @@ from venturi.errors import ConfigError
 from venturi.store.base import JobRecord
 from venturi.worker.held import Held, HeldJobs, HeldState
 from venturi.worker.metrics import WorkerMetrics
-from venturi.worker.prefetch import SLOW_TRIP_BOUND, WAIT_BOUND, ClaimWindow, Prefetch
+from venturi.worker.prefetch import (
+    BACKLOG_BOUND,
+    BACKLOG_ROUNDS,
+    SLOW_TRIP_BOUND,
+    WAIT_BOUND,
+    ClaimWindow,
+    Prefetch,
+)
 
 from ..conftest import wait_for
 from .conftest import running
@@ -182,6 +189,55 @@ def test_a_round_trip_longer_than_40_ms_is_the_bound_up_to_100_ms(
     assert p.window(nothing_running).capacity - 10 == int(10 * WAIT_BOUND / 0.1) == 4
 
 
+def test_a_backlog_stretches_the_window_to_ten_rounds_of_the_slots() -> None:
+    """Eight processes of 25 slots on one table, as benchmarks.scale_probe saw them: each
+    runs 4,000 jobs a second, its claims take 35 ms, and 40 ms of work is 160 jobs. While
+    its claims come back full the window holds ten rounds of the slots (250), fewer and
+    larger claims; the first claim that comes back short puts the 40 ms bound back."""
+    clock = FakeClock()
+    p = Prefetch(25, None, clock)
+    window = drive(p, clock, rate=4_000, rtt=0.035, seconds=0.5)
+    assert window.capacity - 25 == int(p.pace * WAIT_BOUND) < 3 * math.ceil(p.pace * p.rtt)
+    p.claimed(0.035, backlog=True)
+    stretched = p.window(nothing_running)
+    assert stretched.capacity - 25 == BACKLOG_ROUNDS * 25 == 250 < int(p.pace * BACKLOG_BOUND)
+    assert stretched.low == window.low  # the next claim still goes out a round trip early
+    p.claimed(0.035, backlog=False)
+    assert p.window(nothing_running) == window
+
+
+def test_a_backlog_stretches_the_window_to_80_ms_of_work_at_most() -> None:
+    """Ten rounds of 100 slots at 2,000 jobs a second would be half a second of work: the
+    stretch stops at 80 ms of it."""
+    clock = FakeClock()
+    p = Prefetch(100, None, clock)
+    drive(p, clock, rate=2_000, rtt=0.010, seconds=0.5)
+    p.claimed(0.010, backlog=True)
+    window = p.window(nothing_running)
+    assert window.capacity - 100 == int(p.pace * BACKLOG_BOUND) < BACKLOG_ROUNDS * 100
+    assert BACKLOG_BOUND == 0.080
+
+
+def test_a_backlog_leaves_a_wider_window_as_it_is() -> None:
+    """One fast process: 40 ms of its work is more than ten rounds of its slots."""
+    clock = FakeClock()
+    p = Prefetch(50, None, clock)
+    window = drive(p, clock, rate=20_000, rtt=0.010, seconds=0.5)
+    assert window.capacity - 50 > BACKLOG_ROUNDS * 50
+    p.claimed(0.010, backlog=True)
+    assert p.window(nothing_running) == window
+
+
+def test_a_slow_kind_keeps_its_40_ms_limit_through_a_backlog() -> None:
+    clock = FakeClock()
+    p = Prefetch(25, None, clock)
+    drive(p, clock, rate=4_000, rtt=0.035, seconds=0.5)
+    p.ran("slow", 0.1)
+    p.ran("slow", 0.1)
+    p.claimed(0.035, backlog=True)
+    assert p.window(nothing_running).capacity - 25 == int(25 * WAIT_BOUND / 0.1) == 10
+
+
 @pytest.mark.parametrize(("run", "ahead"), [(0.004, 100), (0.04, 10), (0.1, 4), (0.4, 1),
                                             (1.0, 0)])
 def test_a_slow_kind_bounds_the_window_as_if_every_job_were_that_slow(
@@ -288,9 +344,10 @@ async def test_the_claimer_reports_the_slots_wait_for_each_claim(
     reports: list[tuple[float, float]] = []
     real = Prefetch.claimed
 
-    def claimed(self: Prefetch, seconds: float, waited: float = 0.0) -> None:
+    def claimed(self: Prefetch, seconds: float, waited: float = 0.0, *,
+                backlog: bool = False) -> None:
         reports.append((seconds, waited))
-        real(self, seconds, waited)
+        real(self, seconds, waited, backlog=backlog)
 
     monkeypatch.setattr(Prefetch, "claimed", claimed)
     await pgq.enqueue_many([Quick() for _ in range(500)])
@@ -298,6 +355,47 @@ async def test_the_claimer_reports_the_slots_wait_for_each_claim(
     await asyncio.wait_for(worker.run(until_empty=True), 30)
     assert reports and reports[0][1] > 0, reports[:3]
     assert all(waited >= 0 for _, waited in reports)
+
+
+class QuickLimited(venturi.Task, kind="wp.quick-limited", concurrency=1_000):
+    async def run(self, ctx: venturi.Context) -> None:
+        return None
+
+
+async def _backlogs(pgq: Queue, monkeypatch: pytest.MonkeyPatch,
+                    task: type[venturi.Task]) -> list[bool]:
+    """Drain 1,000 jobs of ``task`` with two slots: what each claim told the window."""
+    reports: list[bool] = []
+    real = Prefetch.claimed
+
+    def claimed(self: Prefetch, seconds: float, waited: float = 0.0, *,
+                backlog: bool = False) -> None:
+        reports.append(backlog)
+        real(self, seconds, waited, backlog=backlog)
+
+    monkeypatch.setattr(Prefetch, "claimed", claimed)
+    await pgq.enqueue_many([task() for _ in range(1_000)])
+    worker = venturi.Worker(pgq, tasks=[task], concurrency=2)
+    await asyncio.wait_for(worker.run(until_empty=True), 30)
+    return reports
+
+
+async def test_full_claims_tell_the_window_of_a_backlog_and_the_last_ones_do_not(
+        pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    reports = await _backlogs(pgq, monkeypatch, Quick)
+    assert reports[0] and not reports[-1], reports
+
+
+async def test_a_limited_kind_is_never_claimed_as_a_backlog(
+        pgq: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A limited kind's buffered jobs hold its budget (docs/concepts/flow-control.md):
+    its window keeps the 40 ms bound, even while its claims come back full."""
+    claims = record(monkeypatch, pgq.store, "claim_limited")
+    reports = await _backlogs(pgq, monkeypatch, QuickLimited)
+    assert reports and not any(reports), reports
+    # ... though most came back with all they asked for.
+    assert [c for c in claims if len(c.result.jobs) == c.args[0].limit > 0], limits(claims)
+    assert await pgq.count(kind="wp.quick-limited", statuses=[Status.COMPLETED]) == 1_000
 
 
 async def test_a_slow_kind_is_not_claimed_ahead(

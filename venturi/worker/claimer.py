@@ -111,8 +111,10 @@ class Claimer:
                     jobs, more = await self._claim(free)
                 finally:
                     self.claiming = False
-                # Idle slots waiting for these rows are not job time (prefetch.py).
-                prefetch.claimed(loop_time() - sent, held_jobs.idle_for())
+                # Idle slots waiting for these rows are not job time; a full claim of
+                # unlimited kinds leaves a backlog every worker finds (prefetch.py).
+                prefetch.claimed(loop_time() - sent, held_jobs.idle_for(),
+                                 backlog=len(jobs) == free and not self._flow.limited)
             except DatabaseUnavailable:
                 if not await self._db.back_off("claimer", until=self._stop):
                     return False

@@ -19,6 +19,13 @@ justifies, bounded by how long a buffered job may wait (docs/concepts/leases.md,
 - within it, three times the jobs the slots run during one claim's round trip: the
   next claim goes out while a round trip's worth is still buffered, and returns before
   they run out, with about two round trips' worth.
+- while the table has a backlog (the last claim came back with all it asked for, and
+  none of the worker's kinds is limited), at least ``BACKLOG_ROUNDS`` rounds of the
+  slots, up to ``BACKLOG_BOUND`` of their work: a worker that shares the kinds finds the
+  same backlog, so it is not idle for want of the buffered jobs, and fewer, larger claims
+  are what lets several processes on one table keep up with one (docs/operations/sizing.md,
+  "Many processes on one table"). The first claim that comes back short ends it; slow
+  kinds keep their ``WAIT_BOUND`` limit.
 
 The rate that sizes the window is the slots' pace while they have work: time the
 worker sat with nothing to run, waiting for a claim's rows, is not counted. Counted, a
@@ -41,6 +48,8 @@ SLOW_TRIP_BOUND = 0.100  # ... or as long as a claim's round trip, up to this
 RATE_HORIZON = 0.050  # seconds: the time constant of the observed job rate's average
 RTT_WEIGHT = 0.25  # weight of the latest claim in the round trip's moving average
 MAX_AHEAD = 10_000  # the largest window, fixed or adaptive (as WorkerConfig allows)
+BACKLOG_ROUNDS = 10  # with a backlog: the window may hold this many times the slots ...
+BACKLOG_BOUND = 0.080  # ... up to this many seconds of their work
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +116,7 @@ class Prefetch:
         self._paced_at = self._at  # ... and when
         self._waited = 0.0  # seconds the slots sat idle for a claim since then
         self._slowest: dict[str, float] = {}  # per kind: the moving average of its runs
+        self.backlog = False  # the last claim came back full, and no kind is limited
 
     @property
     def adaptive(self) -> bool:
@@ -120,9 +130,11 @@ class Prefetch:
             # Halfway to the latest: a kind that turns slow is known at its next run.
             self._slowest[kind] = seconds if before is None else (before + seconds) / 2
 
-    def claimed(self, seconds: float, waited: float = 0.0) -> None:
+    def claimed(self, seconds: float, waited: float = 0.0, *, backlog: bool = False) -> None:
         """A claim took ``seconds`` from send to rows; for ``waited`` of them the worker
-        had nothing to run (``HeldJobs.idle_for``)."""
+        had nothing to run (``HeldJobs.idle_for``). ``backlog``: it came back with all it
+        asked for, and none of the worker's kinds is limited (module doc)."""
+        self.backlog = backlog
         self.rtt = seconds if self.rtt == 0.0 else self.rtt + (seconds - self.rtt) * RTT_WEIGHT
         self._waited += min(max(waited, 0.0), seconds)
 
@@ -168,6 +180,9 @@ class Prefetch:
         low = math.ceil(pace * self.rtt)
         bound = self.wait_bound
         ahead = min(3 * low, int(pace * bound), MAX_AHEAD)
+        if self.backlog:
+            ahead = max(ahead, min(BACKLOG_ROUNDS * self._concurrency,
+                                   int(pace * BACKLOG_BOUND), MAX_AHEAD))
         if ahead > 0:
             slowest = max(self._slowest.values(), default=0.0)
             oldest = min(running_since(), default=now)
