@@ -176,3 +176,34 @@ def test_a_costly_refresh_stretches_the_period() -> None:
     assert hub.periods() == (2.0, 0.5)
     hub.cost = 0.58  # stats() on 1,100,000 rows (docs/operations/dashboard.md)
     assert hub.periods() == (COST_FACTOR * 0.58, COST_FACTOR * 0.58)
+
+
+async def test_closing_the_hub_ends_its_loop_even_as_a_notice_wakes_it() -> None:
+    """A notice that wakes the refresh loop in the very step that aclose() cancels it. On
+    Python 3.11, asyncio.wait_for handed the loop the notice and dropped the cancel
+    (CPython gh-86296): the loop went on, and aclose(), a server's shutdown, never
+    returned (a dashboard test's server once waited out its 15 s on it)."""
+    import asyncio
+
+    from venturi import MemoryStore, Queue
+    from venturi.web.live import Hub
+
+    from ..conftest import wait_for
+
+    hub = Hub(Queue(MemoryStore()), refresh=2.0, sample_interval=60, min_gap=0.0)
+    hub.ensure_started()
+    dirty = hub._dirty
+    assert dirty is not None
+
+    def waiting() -> bool:  # the refresh loop waits for a notice, up to the next sample
+        return hub.listening and hub.snapshot is not None and bool(dirty._waiters)  # type: ignore[attr-defined]
+
+    tasks = list(hub._tasks)
+    await wait_for(waiting, what="the refresh loop waiting for a notice")
+    loop_time = asyncio.get_running_loop().time
+    async with asyncio.timeout(10):
+        began = loop_time()
+        dirty.set()  # the notice, then the cancel in the same step: nothing between
+        await hub.aclose()
+    assert loop_time() - began < 5, "aclose() waited for a loop that lost its cancel"
+    assert all(t.done() for t in tasks)

@@ -79,12 +79,16 @@ class Hub:
 
     async def aclose(self) -> None:
         self.close_streams()
-        for task in self._tasks:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        self._tasks = []
+        if tasks:
+            # asyncio.wait, not an await of each with CancelledError suppressed: that
+            # also swallowed a cancel of the caller's own (a shutdown's deadline).
+            await asyncio.wait(tasks)
+        for task in tasks:
+            if not task.cancelled():
+                task.exception()  # retrieved: the loops log their own errors
 
     # --- the shared state --------------------------------------------------------------
 
@@ -171,7 +175,8 @@ class Hub:
         if changed is None:
             return False
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(changed.wait(), wait)
+            async with asyncio.timeout(wait):  # not wait_for: see _wait_for_reason
+                await changed.wait()
         return self.version != version
 
     # --- background tasks ------------------------------------------------------------
@@ -230,8 +235,12 @@ class Hub:
             if due <= now or (watched and self._dirty.is_set()):
                 self._dirty.clear()
                 return
+            # asyncio.timeout, not wait_for: on Python 3.11, wait_for returns the wait's
+            # result when a notice sets it in the step that cancels this task (aclose),
+            # drops the cancel, and the loop went on for ever (CPython gh-86296).
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._dirty.wait(), due - now)
+                async with asyncio.timeout(due - now):
+                    await self._dirty.wait()
             if not watched:
                 self._dirty.clear()  # a notice alone is not worth a refresh unwatched
 

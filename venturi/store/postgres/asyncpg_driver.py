@@ -153,7 +153,8 @@ class AsyncpgDriver:
             for pool in (self.pool, self.cached):
                 if pool is not None:
                     with contextlib.suppress(Exception):
-                        await asyncio.wait_for(pool.close(), timeout=5)
+                        async with asyncio.timeout(5):
+                            await pool.close()
                     pool.terminate()
 
     def adopt(self, conn: Any) -> Executor:

@@ -76,7 +76,8 @@ class AsyncpgIdentityLock(IdentityLock):
             return
         try:
             with translated(self._prefix, self._dsn):
-                await asyncio.wait_for(conn.fetchval("SELECT 1"), timeout=5)
+                async with asyncio.timeout(5):  # wait_for may drop a cancel on 3.11
+                    await conn.fetchval("SELECT 1")
         except DatabaseUnavailable:
             self.lost.set()
 
@@ -84,7 +85,8 @@ class AsyncpgIdentityLock(IdentityLock):
         if self._conn is not None:
             conn, self._conn = self._conn, None
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(conn.close(), timeout=2)
+                async with asyncio.timeout(2):
+                    await conn.close()
             conn.terminate()
 
     async def __aexit__(self, *exc: object) -> None:
@@ -120,7 +122,8 @@ class AsyncpgListener(Listener):
     async def __aexit__(self, *exc: object) -> None:
         if self._conn is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._conn.close(), timeout=2)
+                async with asyncio.timeout(2):
+                    await self._conn.close()
             self._conn.terminate()
 
     async def receive(self) -> tuple[str, str]:
@@ -132,7 +135,8 @@ class AsyncpgListener(Listener):
     async def ping(self) -> None:
         """Round-trip on the LISTEN connection, so a silently dead socket is noticed."""
         with translated(self._prefix, self._dsn):
-            await asyncio.wait_for(self._conn.fetchval("SELECT 1"), timeout=5)
+            async with asyncio.timeout(5):  # wait_for may drop a cancel on 3.11
+                await self._conn.fetchval("SELECT 1")
 
 
 class AsyncpgMaintenance(Maintenance):
@@ -166,7 +170,8 @@ class AsyncpgMaintenance(Maintenance):
         if self._conn is not None:
             conn, self._conn = self._conn, None
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(conn.close(), timeout=2)
+                async with asyncio.timeout(2):
+                    await conn.close()
             conn.terminate()
 
     async def __aexit__(self, *exc: object) -> None:
