@@ -21,7 +21,6 @@ once, not once per call. ``venturi/thread_results.py`` does the same for
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 from uuid import UUID
@@ -160,8 +159,11 @@ class Waiters:
             self._live.set()
             self._wake_all()
         if task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            # asyncio.wait, not an await with CancelledError suppressed: that could not
+            # tell the session's cancel from the caller's, and swallowed the caller's.
+            await asyncio.wait([task])
+            if not task.cancelled():
+                task.exception()  # retrieved: the session logs its own errors
 
     def _wake_all(self) -> None:
         for events in self._events.values():

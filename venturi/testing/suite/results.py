@@ -199,6 +199,24 @@ async def test_calls_still_waiting_when_the_queue_closes_end_at_once(
     assert waiters._task is None and not waiters._events
 
 
+async def test_a_close_cancelled_while_the_session_ends_is_cancelled(
+        store: Store, queue: Queue) -> None:
+    """``Queue.close`` waits for the listening session to end; a caller that cancels it
+    meanwhile (a shutdown's deadline) gets its cancel, not a close that returned."""
+    waiters = queue._waiters = Waiters(store, linger=60.0)
+    (job,) = await add(store, new_job())
+    call = asyncio.create_task(queue.result(job.id))
+    await _until(lambda: job.id in waiters._events, "the call to wait")
+    await _until(waiters._live.is_set, "the session to listen")
+    closing = asyncio.create_task(waiters.close())
+    await asyncio.sleep(0)  # one step: close() has stopped the session and waits for it
+    closing.cancel()
+    await asyncio.wait([closing])
+    assert closing.cancelled()
+    with pytest.raises(DatabaseUnavailable):
+        await asyncio.wait_for(call, _WAIT)
+
+
 async def test_many_waiters_share_one_listener(store: Store, queue: Queue) -> None:
     jobs = await add(store, *(new_job() for _ in range(5)))
     waiting = [asyncio.create_task(queue.result(j.id, timeout=_WAIT)) for j in jobs]
