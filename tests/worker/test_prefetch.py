@@ -1,7 +1,7 @@
 """The prefetch window (docs/concepts/leases.md, "Prefetch"): adapted by default to the
 observed job rate and claim round trip, bounded so that a buffered job waits at most
 about 40 ms of the slots' work (a claim's round trip when longer, up to 100 ms; while
-the table has a backlog, ten rounds of the slots up to 80 ms); fixed with ``prefetch=N``.
+the table has a backlog, 250 jobs up to 80 ms); fixed with ``prefetch=N``.
 
 The policy is tested on its own with a clock the test moves (deterministic); the worker
 tests check what it means with PostgreSQL: a slow kind is not claimed ahead, a second
@@ -26,8 +26,8 @@ from venturi.store.base import JobRecord
 from venturi.worker.held import Held, HeldJobs, HeldState
 from venturi.worker.metrics import WorkerMetrics
 from venturi.worker.prefetch import (
+    BACKLOG_AHEAD,
     BACKLOG_BOUND,
-    BACKLOG_ROUNDS,
     SLOW_TRIP_BOUND,
     WAIT_BOUND,
     ClaimWindow,
@@ -189,41 +189,43 @@ def test_a_round_trip_longer_than_40_ms_is_the_bound_up_to_100_ms(
     assert p.window(nothing_running).capacity - 10 == int(10 * WAIT_BOUND / 0.1) == 4
 
 
-def test_a_backlog_stretches_the_window_to_ten_rounds_of_the_slots() -> None:
+def test_a_backlog_stretches_the_window_to_250_jobs() -> None:
     """Eight processes of 25 slots on one table, as benchmarks.scale_probe saw them: each
     runs 4,000 jobs a second, its claims take 35 ms, and 40 ms of work is 160 jobs. While
-    its claims come back full the window holds ten rounds of the slots (250), fewer and
-    larger claims; the first claim that comes back short puts the 40 ms bound back."""
+    its claims come back full the window holds 250, fewer and larger claims; the first
+    claim that comes back short puts the 40 ms bound back."""
     clock = FakeClock()
     p = Prefetch(25, None, clock)
     window = drive(p, clock, rate=4_000, rtt=0.035, seconds=0.5)
     assert window.capacity - 25 == int(p.pace * WAIT_BOUND) < 3 * math.ceil(p.pace * p.rtt)
     p.claimed(0.035, backlog=True)
     stretched = p.window(nothing_running)
-    assert stretched.capacity - 25 == BACKLOG_ROUNDS * 25 == 250 < int(p.pace * BACKLOG_BOUND)
+    assert stretched.capacity - 25 == BACKLOG_AHEAD == 250 < int(p.pace * BACKLOG_BOUND)
     assert stretched.low == window.low  # the next claim still goes out a round trip early
     p.claimed(0.035, backlog=False)
     assert p.window(nothing_running) == window
 
 
 def test_a_backlog_stretches_the_window_to_80_ms_of_work_at_most() -> None:
-    """Ten rounds of 100 slots at 2,000 jobs a second would be half a second of work: the
-    stretch stops at 80 ms of it."""
+    """250 jobs at 2,000 a second would be 125 ms of work: the stretch stops at 80 ms."""
     clock = FakeClock()
     p = Prefetch(100, None, clock)
     drive(p, clock, rate=2_000, rtt=0.010, seconds=0.5)
     p.claimed(0.010, backlog=True)
     window = p.window(nothing_running)
-    assert window.capacity - 100 == int(p.pace * BACKLOG_BOUND) < BACKLOG_ROUNDS * 100
+    assert window.capacity - 100 == int(p.pace * BACKLOG_BOUND) < BACKLOG_AHEAD
     assert BACKLOG_BOUND == 0.080
 
 
-def test_a_backlog_leaves_a_wider_window_as_it_is() -> None:
-    """One fast process: 40 ms of its work is more than ten rounds of its slots."""
+@pytest.mark.parametrize("concurrency", [50, 200])
+def test_a_backlog_leaves_a_wider_window_as_it_is(concurrency: int) -> None:
+    """One fast process: 40 ms of its work is more than 250 jobs, whatever its slots (a
+    window of ten rounds of 200 slots would have grown it by half, and one process pays
+    for a larger window in memory and collector time)."""
     clock = FakeClock()
-    p = Prefetch(50, None, clock)
+    p = Prefetch(concurrency, None, clock)
     window = drive(p, clock, rate=20_000, rtt=0.010, seconds=0.5)
-    assert window.capacity - 50 > BACKLOG_ROUNDS * 50
+    assert window.capacity - concurrency > BACKLOG_AHEAD
     p.claimed(0.010, backlog=True)
     assert p.window(nothing_running) == window
 

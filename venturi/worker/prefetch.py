@@ -20,11 +20,13 @@ justifies, bounded by how long a buffered job may wait (docs/concepts/leases.md,
   next claim goes out while a round trip's worth is still buffered, and returns before
   they run out, with about two round trips' worth.
 - while the table has a backlog (the last claim came back with all it asked for, and
-  none of the worker's kinds is limited), at least ``BACKLOG_ROUNDS`` rounds of the
-  slots, up to ``BACKLOG_BOUND`` of their work: a worker that shares the kinds finds the
-  same backlog, so it is not idle for want of the buffered jobs, and fewer, larger claims
-  are what lets several processes on one table keep up with one (docs/operations/sizing.md,
-  "Many processes on one table"). The first claim that comes back short ends it; slow
+  none of the worker's kinds is limited), at least ``BACKLOG_AHEAD`` jobs, up to
+  ``BACKLOG_BOUND`` of the slots' work: a worker that shares the kinds finds the same
+  backlog, so it is not idle for want of the buffered jobs, and claims of a few hundred
+  rows are what lets several processes on one table keep up with one (each claim and
+  settle is a statement and a commit; docs/operations/sizing.md, "Many processes on one
+  table"). A window already that large is left as it is: a larger one only costs one
+  process memory and collector time. The first claim that comes back short ends it; slow
   kinds keep their ``WAIT_BOUND`` limit.
 
 The rate that sizes the window is the slots' pace while they have work: time the
@@ -48,8 +50,8 @@ SLOW_TRIP_BOUND = 0.100  # ... or as long as a claim's round trip, up to this
 RATE_HORIZON = 0.050  # seconds: the time constant of the observed job rate's average
 RTT_WEIGHT = 0.25  # weight of the latest claim in the round trip's moving average
 MAX_AHEAD = 10_000  # the largest window, fixed or adaptive (as WorkerConfig allows)
-BACKLOG_ROUNDS = 10  # with a backlog: the window may hold this many times the slots ...
-BACKLOG_BOUND = 0.080  # ... up to this many seconds of their work
+BACKLOG_AHEAD = 250  # with a backlog: the window may hold this many jobs ...
+BACKLOG_BOUND = 0.080  # ... up to this many seconds of the slots' work
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,8 +183,7 @@ class Prefetch:
         bound = self.wait_bound
         ahead = min(3 * low, int(pace * bound), MAX_AHEAD)
         if self.backlog:
-            ahead = max(ahead, min(BACKLOG_ROUNDS * self._concurrency,
-                                   int(pace * BACKLOG_BOUND), MAX_AHEAD))
+            ahead = max(ahead, min(BACKLOG_AHEAD, int(pace * BACKLOG_BOUND)))
         if ahead > 0:
             slowest = max(self._slowest.values(), default=0.0)
             oldest = min(running_since(), default=now)
