@@ -189,14 +189,21 @@ def test_a_round_trip_longer_than_40_ms_is_the_bound_up_to_100_ms(
     assert p.window(nothing_running).capacity - 10 == int(10 * WAIT_BOUND / 0.1) == 4
 
 
+def one_of_eight_processes() -> tuple[Prefetch, ClaimWindow]:
+    """One of eight processes of 25 slots on one table, as benchmarks.scale_probe saw
+    them: 4,000 jobs a second, claims of 35 ms. Its window, and the window before the
+    next claim."""
+    clock = FakeClock()
+    p = Prefetch(25, None, clock)
+    return p, drive(p, clock, rate=4_000, rtt=0.035, seconds=0.5)
+
+
 def test_a_backlog_stretches_the_window_to_250_jobs() -> None:
     """Eight processes of 25 slots on one table, as benchmarks.scale_probe saw them: each
     runs 4,000 jobs a second, its claims take 35 ms, and 40 ms of work is 160 jobs. While
     its claims come back full the window holds 250, fewer and larger claims; the first
     claim that comes back short puts the 40 ms bound back."""
-    clock = FakeClock()
-    p = Prefetch(25, None, clock)
-    window = drive(p, clock, rate=4_000, rtt=0.035, seconds=0.5)
+    p, window = one_of_eight_processes()
     assert window.capacity - 25 == int(p.pace * WAIT_BOUND) < 3 * math.ceil(p.pace * p.rtt)
     p.claimed(0.035, backlog=True)
     stretched = p.window(nothing_running)
@@ -231,9 +238,7 @@ def test_a_backlog_leaves_a_wider_window_as_it_is(concurrency: int) -> None:
 
 
 def test_a_slow_kind_keeps_its_40_ms_limit_through_a_backlog() -> None:
-    clock = FakeClock()
-    p = Prefetch(25, None, clock)
-    drive(p, clock, rate=4_000, rtt=0.035, seconds=0.5)
+    p, _ = one_of_eight_processes()
     p.ran("slow", 0.1)
     p.ran("slow", 0.1)
     p.claimed(0.035, backlog=True)
