@@ -171,6 +171,14 @@ class Store(abc.ABC):
         default, nothing."""
         return None
 
+    async def runnable_left(self, kinds: Sequence[str]) -> bool:
+        """Whether a job of ``kinds`` that ``claim`` takes (pending, visible, of a kind
+        neither paused nor limited) is runnable now, even one another transaction holds
+        locked. A claim skips those, so an empty claim does not prove there is nothing
+        left: a drain to empty asks this before it ends. By default False, right for a
+        store whose claims never skip a runnable job."""
+        return False
+
     @abc.abstractmethod
     async def claim_limited(self, request: ClaimRequest) -> LimitedClaim:
         """Claim up to ``request.limit`` runnable jobs of limited kinds, within what

@@ -237,6 +237,10 @@ class MemoryStore(MemoryWorkflows, Store):
         picked.extend([j for j in self._runnable(leases, now) if j.id not in taken][:room])
         return self._claim_picked(request, picked, now)
 
+    async def runnable_left(self, kinds: Sequence[str]) -> bool:
+        open_kinds = {k: dt.timedelta() for k in kinds if not self._controlled(k)}
+        return bool(self._runnable(open_kinds, self._now()))
+
     def _claim_picked(self, request: ClaimRequest, picked: list[JobRecord],
                       now: dt.datetime) -> list[JobRecord]:
         return [

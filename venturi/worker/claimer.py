@@ -138,14 +138,34 @@ class Claimer:
                 quiet = settled_before == settler.written  # nothing committed mid-claim
                 if (until_empty and quiet and not jobs and not len(held_jobs)
                         and not len(settler) and not self._flow.waiting):
-                    log.info("queue_empty", worker=self._identity.name)
-                    return True  # the drain follows
+                    try:
+                        left = await self._runnable_left()
+                    except DatabaseUnavailable:
+                        if not await self._db.back_off("claimer", until=self._stop):
+                            return False
+                        left = True
+                    if not left:
+                        log.info("queue_empty", worker=self._identity.name)
+                        return True  # the drain follows
+                    # The claim skipped a runnable job another transaction held (a
+                    # result() caller's flag, say), or the database went away before
+                    # that was known: claim again shortly.
+                    await anyio.sleep(CONFLICT_PAUSE)
+                    self._claim_wanted.set()
+                    continue
                 # No re-read of the next delayed job here: every statement that makes
                 # work due later announces its time, and the timer asks again each time
                 # it fires (docs/concepts/leases.md, "When a worker claims").
                 if until_empty and not quiet:
                     self._claim_wanted.set()
         return False
+
+    async def _runnable_left(self) -> bool:
+        """After an empty claim in a drain to empty: whether a runnable job of the plain
+        kinds is left, one the claim skipped because another transaction held it
+        locked (``Store.runnable_left``)."""
+        plain, _ = self._flow.split(self._leases)
+        return await self._store.runnable_left(list(plain))
 
     async def _claim(self, free: int) -> tuple[list[JobRecord], bool]:
         """Up to ``free`` jobs: the limited kinds' first, within their budget

@@ -22,12 +22,9 @@
 -- plan: cached
 WITH kinds AS (
     SELECT k.kind, k.lease FROM unnest($2::text[], $3::interval[]) AS k(kind, lease)
-), open_kinds AS (
-    SELECT coalesce(array_agg(k.kind), '{}') AS a FROM unnest($2::text[]) AS k(kind)
-    WHERE NOT EXISTS (SELECT 1 FROM {prefix}kinds AS s WHERE s.kind = k.kind AND
--- include: controlled
-    )
 ),
+-- include: plain_kinds
+,
 -- include: claim_tiers
 UPDATE {prefix}jobs AS j SET
     status = 'claimed',
@@ -38,6 +35,21 @@ FROM picked, kinds AS k
 WHERE j.id = picked.id AND k.kind = j.kind
 RETURNING
 -- include: job_columns
+
+-- name: runnable_left
+-- Whether the plain claim of kinds $2 has a runnable row left, locked or not. A claim
+-- skips the rows another transaction holds (SKIP LOCKED): a result() caller's flag
+-- (inspect.sql, watch_job), a retry, a merge. So a drain to empty asks this after an
+-- empty claim before it ends (venturi/worker/claimer.py). One bounded probe per tier,
+-- as in next_visible_at.
+WITH
+-- include: plain_kinds
+SELECT EXISTS (SELECT 1 FROM {prefix}jobs WHERE status = 'pending' AND priority = 0
+        AND visible_at <= {now} AND kind = ANY((SELECT a FROM open_kinds)::text[]))
+    OR EXISTS (SELECT 1 FROM {prefix}jobs WHERE status = 'pending' AND priority = 1
+        AND visible_at <= {now} AND kind = ANY((SELECT a FROM open_kinds)::text[]))
+    OR EXISTS (SELECT 1 FROM {prefix}jobs WHERE status = 'pending' AND priority = 2
+        AND visible_at <= {now} AND kind = ANY((SELECT a FROM open_kinds)::text[]))
 
 -- name: extend_leases
 -- Renewal for all of a worker's running jobs at once, each guarded by its epoch
@@ -68,6 +80,16 @@ SELECT least(
 -- claimed rows: the primary key is probed per id, whatever other workers hold.
 j.id = ANY($3::uuid[]) AND (j.status || '') = 'claimed' AND j.claimed_by = $2
 AND j.run_count = ($4::jsonb -> (j.id::text) ->> 0)::int4
+
+-- fragment: plain_kinds
+-- The CTE open_kinds (column a, an array): the kinds of $2 the plain claim takes,
+-- those no row of {prefix}kinds pauses or limits.
+open_kinds AS (
+    SELECT coalesce(array_agg(k.kind), '{}') AS a FROM unnest($2::text[]) AS k(kind)
+    WHERE NOT EXISTS (SELECT 1 FROM {prefix}kinds AS s WHERE s.kind = k.kind AND
+-- include: controlled
+    )
+)
 
 -- fragment: claim_tiers
 -- The tier scans of a claim (docs/concepts/priorities.md), over the kinds of the

@@ -44,6 +44,9 @@ class Working(Operations):
         )
         return [rows.job(r) for r in found]
 
+    async def runnable_left(self, kinds: Sequence[str]) -> bool:
+        return bool(await self._val("runnable_left", list(kinds))) if kinds else False
+
     async def prepare_claims(self, request: ClaimRequest) -> None:
         """The claim statement with a limit of 0 (it updates no row): the first call opens
         a plan-caching session and makes the claim's plan on it, 15-20 ms on a new
