@@ -82,3 +82,31 @@ async def test_probes_flip_when_draining_and_counters_move(
     GATE.set()
     await asyncio.wait_for(runner, 20)
     assert worker.exit_code == 0
+
+
+async def test_a_cancelled_close_is_cancelled_and_the_server_still_stops() -> None:
+    """HttpServer.close waits for uvicorn to stop; a cancel of its caller meanwhile must
+    reach the caller (it was once swallowed with the server's own errors), and the
+    shutdown still ends with the server stopped and the socket closed."""
+    from prometheus_client import CollectorRegistry
+
+    from venturi.worker.health import Health
+    from venturi.worker.http import HttpServer
+
+    server = HttpServer(Queue(venturi.MemoryStore()), Health(), CollectorRegistry(),
+                        "127.0.0.1:0")
+    await server.start()
+    serving = server._task
+    assert serving is not None
+    closing = asyncio.create_task(server.close())
+    # uvicorn looks at should_exit on its tick (every 0.1 s): close() is waiting for it.
+    await wait_for(lambda: server._server.should_exit, what="close() to tell the server")
+    assert not closing.done() and not serving.done()
+    closing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await closing
+    shutdown = server._closing
+    assert shutdown is not None
+    await wait_for(shutdown.done, what="the shutdown to end")
+    assert shutdown.exception() is None and server._sock.fileno() == -1
+    assert serving.done() and not serving.cancelled() and serving.exception() is None

@@ -12,7 +12,6 @@ handlers here, and a SIGTERM drains the worker while its probes keep answering
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +51,7 @@ class HttpServer:
         self.dashboard = dashboard
         self._server = Server(app, signals=False)
         self._task: asyncio.Task[None] | None = None
+        self._closing: asyncio.Future[None] | None = None
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._server.serve(sockets=[self._sock]),
@@ -69,10 +69,25 @@ class HttpServer:
         log.info("http_listening", host=self.host, port=self.port, dashboard=self.dashboard)
 
     async def close(self) -> None:
+        """Stop serving: uvicorn ends its connections and returns (cancelled after
+        ``STARTUP_TIMEOUT``), then the dashboard's hub and the socket close. That
+        shutdown runs as a task of its own: a cancel of the caller reaches the caller
+        (once it was swallowed with the server's own errors) and the shutdown still
+        completes."""
+        if self._closing is None:
+            self._closing = asyncio.ensure_future(self._shut_down())
+        await asyncio.shield(self._closing)
+
+    async def _shut_down(self) -> None:
         self._server.should_exit = True
-        if self._task is not None:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(self._task, STARTUP_TIMEOUT)
+        task = self._task
+        if task is not None:
+            done, _ = await asyncio.wait({task}, timeout=STARTUP_TIMEOUT)
+            if not done:
+                task.cancel()
+                await asyncio.wait({task})
+            if not task.cancelled():
+                task.exception()  # the server's own, at shutdown: retrieved, not raised
         app_state = getattr(self._server.app, "state", None)
         dash = getattr(app_state, "dashboard", None)
         if dash is not None:
