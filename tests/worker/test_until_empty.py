@@ -12,10 +12,10 @@ import pytest
 
 import venturi
 from venturi import Queue, Status
-from venturi.store.base import ClaimRequest, JobRecord
 from venturi.store.postgres import PostgresStore
 
 from ..conftest import wait_for
+from .spies import record
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -36,7 +36,7 @@ class Other(venturi.Task, kind="wu.other"):
 
 
 async def test_a_drain_to_empty_waits_for_a_runnable_job_another_transaction_holds(
-        pg_store_dbclock: PostgresStore, pg_dsn: str) -> None:
+        pg_store_dbclock: PostgresStore, pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A result() caller flags the job's row (inspect.sql, watch_job) in a transaction of
     its own; a claim meanwhile skips the row and comes back empty. The drain must not
     take that for an empty queue: it ran the job in none of the cases before this rule
@@ -44,15 +44,11 @@ async def test_a_drain_to_empty_waits_for_a_runnable_job_another_transaction_hol
     store = pg_store_dbclock
     queue = Queue(store)
     job = await queue.enqueue(Echo())
-    claims: list[int] = []
-    claim = store.claim
+    calls = record(monkeypatch, store, "claim")
 
-    async def counted(request: ClaimRequest) -> list[JobRecord]:
-        found = await claim(request)
-        claims.append(len(found))
-        return found
+    def claims() -> list[int]:
+        return [len(c.result) for c in calls if c.ended is not None]
 
-    store.claim = counted  # type: ignore[method-assign]
     holder: Any = await asyncpg.connect(pg_dsn)
     try:
         flag = holder.transaction()
@@ -61,16 +57,17 @@ async def test_a_drain_to_empty_waits_for_a_runnable_job_another_transaction_hol
                              job.id)
         worker = venturi.Worker(queue, tasks=[Echo], concurrency=2)
         drain = asyncio.create_task(worker.run(until_empty=True))
-        await wait_for(lambda: len(claims) >= 3 or drain.done(), what="three claims")
+        await wait_for(lambda: len(claims()) >= 3 or drain.done(), what="three claims")
         assert not drain.done(), "the drain ended with a runnable job left"
-        assert claims[:3] == [0, 0, 0]
+        assert claims()[:3] == [0, 0, 0]
         await flag.commit()
         await asyncio.wait_for(drain, 15)
     finally:
         await holder.close()
     row = await queue.job(job.id)
     assert row is not None and row.status is Status.COMPLETED and row.run_count == 1
-    assert sorted(set(claims)) == [0, 1] and claims.count(1) == 1 and claims[-1] == 0
+    made = claims()
+    assert sorted(set(made)) == [0, 1] and made.count(1) == 1 and made[-1] == 0
 
 
 async def test_a_drain_to_empty_still_ends_beside_rows_it_does_not_take(

@@ -9,6 +9,7 @@ import asyncio
 import datetime as dt
 from typing import Any
 
+import asyncpg
 import pytest
 
 import venturi
@@ -169,3 +170,42 @@ async def test_the_first_poll_waits_its_interval_once_listen_is_up(
         await Poller(3600.0, health, claim_wanted).run()
     # The short wait, then the whole interval with no poll between them; then a poll.
     assert waits == [(1.0, False), (3600.0, False), (3600.0, True)]
+
+
+class Parent(venturi.Task, kind="wku.parent"):
+    async def run(self, ctx: venturi.Context) -> None:
+        pass
+
+
+class Child(venturi.Task, kind="wku.child"):
+    async def run(self, ctx: venturi.Context) -> None:
+        pass
+
+
+async def test_a_pending_job_locked_by_a_new_dependent_s_enqueue_is_announced_again(
+        pgq: Queue, pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Enqueuing a job after a pending one locks that one's row (enqueue.sql,
+    insert_waiting). A claim meanwhile skips the row and comes back empty: the enqueue's
+    commit must wake the worker again, or the job waits for the poll (here an hour)."""
+    await pgq.pause("wku.parent")
+    parent = await pgq.enqueue(Parent())
+    worker = venturi.Worker(pgq, tasks=[Parent, Child], concurrency=2, **NO_POLL)
+    claims = record(monkeypatch, pgq.store, "claim")
+    async with running(worker):
+        await wait_for(lambda: worker.health.listening, what="LISTEN")
+        holder = await asyncpg.connect(pg_dsn)
+        try:
+            async with holder.transaction():
+                child = await pgq.enqueue(Child(), after=[parent.id], conn=holder)
+                before = len(claims)
+                await pgq.resume("wku.parent")  # a wake-up: its claim skips the locked row
+
+                def skipped() -> bool:
+                    return any("wku.parent" in c.args[0].leases and c.ended is not None
+                               for c in claims[before:])
+                await wait_for(skipped, what="a claim of the parent's kind")
+                assert all(c.result == [] for c in claims[before:] if c.ended is not None)
+        finally:
+            await holder.close()
+        await wait_for(lambda: _completed(pgq, parent), what="the parent to run")
+        await wait_for(lambda: _completed(pgq, child), what="the child to run")

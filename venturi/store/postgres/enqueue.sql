@@ -174,7 +174,7 @@ WITH RECURSIVE input AS (
 ), parents AS (
     UPDATE {prefix}jobs AS p SET has_dependents = true
     FROM outside WHERE p.id = outside.id
-    RETURNING p.id, p.status
+    RETURNING p.id, p.status, p.kind, p.visible_at
 ), doomed (id) AS (
     SELECT e.job_id FROM edges AS e JOIN input AS i ON i.id = e.job_id
     LEFT JOIN parents AS pa ON pa.id = e.after_id
@@ -232,6 +232,12 @@ WITH RECURSIVE input AS (
     RETURNING job_id
 ), pending AS (
     SELECT kind, visible_at FROM ins
+    WHERE status = 'pending' AND visible_at < '9999-12-31 00:00:00+00'::timestamptz
+    -- A pending dependency was locked above: a claim meanwhile skipped it (SKIP LOCKED)
+    -- and may have come back short, its worker then waiting for a wake-up. Announced
+    -- again, sent at commit once the lock is gone (as watch_job does, inspect.sql).
+    UNION ALL
+    SELECT kind, visible_at FROM parents
     WHERE status = 'pending' AND visible_at < '9999-12-31 00:00:00+00'::timestamptz
 ),
 -- include: wake_pending
