@@ -25,7 +25,10 @@ import os
 import secrets
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+import asyncpg
 import pytest
 
 from benchmarks.harness import drop_prefix
@@ -145,6 +148,25 @@ def store_factory(request: pytest.FixtureRequest) -> StoreFactory:
     dsn: str = request.getfixturevalue("pg_dsn")
     prefix: str = request.getfixturevalue("prefix")
     return lambda clock: contextlib.asynccontextmanager(_migrated_store)(dsn, prefix, clock)
+
+
+@contextlib.asynccontextmanager
+async def fresh_database(pg_dsn: str, stem: str) -> AsyncIterator[tuple[str, Any]]:
+    """A new database on the test server named ``stem`` and a random suffix: its DSN, and
+    an asyncpg connection to ``pg_dsn`` (the server's own database); dropped on exit.
+    Skips the test when the role may not create databases."""
+    name = f"{stem}_{secrets.token_hex(4)}"
+    admin = await asyncpg.connect(pg_dsn)
+    try:
+        try:
+            await admin.execute(f"CREATE DATABASE {name}")
+        except asyncpg.InsufficientPrivilegeError:
+            pytest.skip("the test role may not create databases (CREATEDB)")
+        parts = urlsplit(pg_dsn)
+        yield urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, "")), admin
+    finally:
+        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        await admin.close()
 
 
 async def wait_for(

@@ -9,14 +9,13 @@ so nothing else vacuums them meanwhile."""
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 import pytest
 
+from tests.conftest import fresh_database
 from venturi import ConfigError, Queue
 from venturi.maintenance import (
     MaintenanceState,
@@ -33,15 +32,7 @@ EAGER = VacuumPolicy(dead_tuples=50, dead_fraction=0.0, analyze=0, min_gap=timed
 @pytest.fixture
 async def db(pg_dsn: str) -> AsyncIterator[str]:
     """A fresh database on the test server, migrated for prefix ``q_``; its DSN."""
-    name = f"venturi_maint_{secrets.token_hex(4)}"
-    admin = await asyncpg.connect(pg_dsn)
-    try:
-        try:
-            await admin.execute(f"CREATE DATABASE {name}")
-        except asyncpg.InsufficientPrivilegeError:
-            pytest.skip("the test role may not create databases (CREATEDB)")
-        parts = urlsplit(pg_dsn)
-        dsn = urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, ""))
+    async with fresh_database(pg_dsn, "venturi_maint") as (dsn, _):
         async with Queue.connect(dsn, prefix=PREFIX, max_size=2) as queue:
             await queue.migrate()
         conn = await asyncpg.connect(dsn)
@@ -51,9 +42,6 @@ async def db(pg_dsn: str) -> AsyncIterator[str]:
         finally:
             await conn.close()
         yield dsn
-    finally:
-        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        await admin.close()
 
 
 @pytest.fixture

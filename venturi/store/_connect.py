@@ -69,6 +69,21 @@ def single_host_dsns(dsn: str) -> list[str] | None:
                         parts.fragment)) for host in listed]
 
 
+def named(dsn: str, role: str) -> dict[str, str] | None:
+    """``server_settings`` naming a session of venturi's ``venturi <role>`` (the column
+    ``application_name`` of ``pg_stat_activity``, ``%a`` in the server's log), so an
+    operator can tell its sessions apart (docs/operations/sizing.md, "Connection
+    pools"). A name the user gave wins: the DSN's ``application_name`` (asyncpg sends
+    it, this returns None) or, as libpq reads it, the environment's ``PGAPPNAME``."""
+    try:
+        if "application_name" in parse_qs(urlsplit(dsn).query):
+            return None
+    except ValueError:
+        return None
+    given = os.environ.get("PGAPPNAME")
+    return {"application_name": given if given else f"venturi {role}"}
+
+
 def bound_silence(conn: Any) -> None:
     """TCP_USER_TIMEOUT and keepalives on ``conn``'s socket (best effort: asyncpg has no
     public handle on it, and a unix socket needs neither)."""

@@ -120,7 +120,7 @@ class DjangoDriver:
         raise ConfigError(f"listening for notifications {WORKER_ONLY}")
 
     def identity_lock(self, query: Query, args: Sequence[Any], *,
-                      reclaim: Query | None = None) -> IdentityLock:
+                      reclaim: Query | None = None, role: str = "lock") -> IdentityLock:
         raise ConfigError(f"the worker identity lock {WORKER_ONLY}")
 
     async def close(self) -> None:

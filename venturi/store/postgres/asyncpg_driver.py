@@ -115,6 +115,7 @@ class AsyncpgDriver:
                 reset=keep_session if plans is None else plans.reset,
                 init=session_setup(settings),
                 connect=cast(Any, _connect.connect),  # the stubs' protocol spells out every option
+                server_settings=_connect.named(dsn, "pool"),
             )
         except (ValueError, TypeError, asyncpg.ClientConfigurationError) as exc:
             # Before the transient errors: ClientConfigurationError is an InterfaceError.
@@ -136,7 +137,7 @@ class AsyncpgDriver:
                 dsn, min_size=0, max_size=CACHED_PLAN_CONNECTIONS, timeout=connect_timeout,
                 max_inactive_connection_lifetime=0, reset=keep_session,
                 init=session_setup(session_settings(dsn, False, CACHED_PLAN_SETTINGS)),
-                connect=cast(Any, _connect.connect))
+                connect=cast(Any, _connect.connect), server_settings=_connect.named(dsn, "claim"))
             await cached  # no connection yet: only checks the options
         return cls(pool, prefix=prefix, dsn=dsn, listen_dsn=listen_dsn, owns_pool=True,
                    pooler=pooler, cached=cached, plans=plans), schema
@@ -368,9 +369,9 @@ class AsyncpgDriver:
         return AsyncpgListener(self._direct_dsn("LISTEN"), self.prefix, channels)
 
     def identity_lock(self, query: Query, args: Sequence[Any], *,
-                      reclaim: Query | None = None) -> IdentityLock:
+                      reclaim: Query | None = None, role: str = "lock") -> IdentityLock:
         return AsyncpgIdentityLock(self._direct_dsn("the worker identity lock"), self.prefix,
-                                   query, args, reclaim)
+                                   query, args, reclaim, role=role)
 
     def maintenance(self, schema: str | None) -> Maintenance:
         """The queue's own vacuum (venturi/maintenance.py) on a session of its own."""

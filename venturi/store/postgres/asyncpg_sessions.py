@@ -29,8 +29,9 @@ class AsyncpgIdentityLock(IdentityLock):
     ``query`` on a dedicated connection."""
 
     def __init__(self, dsn: str, prefix: str, query: Query, args: Sequence[Any],
-                 reclaim: Query | None = None) -> None:
+                 reclaim: Query | None = None, *, role: str = "lock") -> None:
         self._dsn = dsn
+        self._role = role
         self._prefix = prefix
         self._query = query
         self._args = tuple(args)
@@ -47,7 +48,9 @@ class AsyncpgIdentityLock(IdentityLock):
         self.lost = asyncio.Event()
         lost = self.lost
         with translated(self._prefix, self._dsn):
-            self._conn = await _connect.connect(self._dsn, timeout=10, statement_cache_size=0)
+            self._conn = await _connect.connect(
+                self._dsn, timeout=10, statement_cache_size=0,
+                server_settings=_connect.named(self._dsn, self._role))
             self._conn.add_termination_listener(lambda _c: lost.set())
             await _connect.server_aware(self._conn)
             got: bool = await self._conn.fetchval(self._query.sql, *self._args)
@@ -106,7 +109,9 @@ class AsyncpgListener(Listener):
 
     async def __aenter__(self) -> AsyncpgListener:
         with translated(self._prefix, self._dsn):
-            self._conn = await _connect.connect(self._dsn, timeout=10, statement_cache_size=0)
+            self._conn = await _connect.connect(
+                self._dsn, timeout=10, statement_cache_size=0,
+                server_settings=_connect.named(self._dsn, "listen"))
             self._conn.add_termination_listener(lambda _c: self._queue.put_nowait(None))
             await _connect.server_aware(self._conn)
             for channel, label in self._channels.items():
@@ -155,8 +160,9 @@ class AsyncpgMaintenance(Maintenance):
     async def vacuum(self, policy: VacuumPolicy, state: MaintenanceState) -> list[VacuumRun]:
         if self._conn is None or self._conn.is_closed():
             with translated(self._prefix, self._dsn):
-                self._conn = await _connect.connect(self._dsn, timeout=10,
-                                                    statement_cache_size=0)
+                self._conn = await _connect.connect(
+                    self._dsn, timeout=10, statement_cache_size=0,
+                    server_settings=_connect.named(self._dsn, "maintenance"))
         try:
             return await vacuum_if_needed(self._conn, self._prefix, policy,
                                           schema=self._schema, state=state)

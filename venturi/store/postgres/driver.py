@@ -140,10 +140,11 @@ class Driver(Protocol):
         """LISTEN on ``channels`` (channel name -> the label ``receive`` reports)."""
 
     def identity_lock(self, query: Query, args: Sequence[Any], *,
-                      reclaim: Query | None = None) -> IdentityLock:
+                      reclaim: Query | None = None, role: str = "lock") -> IdentityLock:
         """A lock taken by ``query`` (a try-lock returning whether it got it) on a
         dedicated session, held until that session ends. ``reclaim`` (the earlier
         holding session's backend pid, then ``args``) ends that session of this lock's
-        own, when it still holds the lock after its connection was lost."""
+        own, when it still holds the lock after its connection was lost. ``role``
+        names the session (``venturi <role>``, _connect.named)."""
 
     async def close(self) -> None: ...

@@ -53,8 +53,11 @@ WORKER_ONLY = ("needs an asyncio store: run workers on venturi.Queue.connect, "
 # that scans). So no session setting is needed, and none is made. Behind a transaction
 # pooler (``pooler=True``) nothing is prepared at all: PgBouncer would send the next
 # statement to a server connection that never prepared it.
-POOL_CONNECTION: dict[str, Any] = {"autocommit": True}
-POOLER_CONNECTION: dict[str, Any] = {"autocommit": True, "prepare_threshold": None}
+# libpq's fallback_application_name: the sessions' name unless the DSN or PGAPPNAME
+# gives one (venturi/store/_connect.py, named, does the same for asyncpg).
+POOL_CONNECTION: dict[str, Any] = {"autocommit": True,
+                                   "fallback_application_name": "venturi pool"}
+POOLER_CONNECTION: dict[str, Any] = {**POOL_CONNECTION, "prepare_threshold": None}
 # How long a kept connection stays out of the pool, unused (between one and two
 # times this): see PsycopgDriver._take.
 LINGER = 0.05
@@ -105,8 +108,8 @@ class PsycopgDriver:
         One connection is made first, in the foreground: the pool would only log why
         it cannot connect, and the caller should read it."""
         try:
-            with psycopg.connect(dsn, autocommit=True, connect_timeout=max(1, int(connect_timeout))
-                                 ) as first:
+            with psycopg.connect(dsn, connect_timeout=max(1, int(connect_timeout)),
+                                 **POOL_CONNECTION) as first:
                 schema = first.execute("SELECT current_schema()").fetchone()
         except psycopg.ProgrammingError as exc:  # an unparseable DSN or an unknown option
             if exc.sqlstate is None:
@@ -318,5 +321,5 @@ class PsycopgDriver:
         return BlockingListener(dsn, self.prefix, listen)
 
     def identity_lock(self, query: Query, args: Sequence[Any], *,
-                      reclaim: Query | None = None) -> IdentityLock:
+                      reclaim: Query | None = None, role: str = "lock") -> IdentityLock:
         raise ConfigError(f"the worker identity lock {WORKER_ONLY}")

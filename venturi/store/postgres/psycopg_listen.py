@@ -30,7 +30,8 @@ class BlockingListener:
 
     def __enter__(self) -> BlockingListener:
         with translated(self._prefix, self._dsn):
-            self._conn = psycopg.connect(self._dsn, autocommit=True)
+            self._conn = psycopg.connect(self._dsn, autocommit=True,
+                                         fallback_application_name="venturi listen")
             self._conn.execute(self._listen.sql)
         return self
 

@@ -135,7 +135,8 @@ class PostgresStore(Producing, Working, Flowing, Inspecting, Administering, Stor
 
     def identity_lock(self, name: str) -> IdentityLock:
         q, args = self._bind("identity_lock", (self.prefix, name))
-        return self.driver.identity_lock(q, args, reclaim=self._q["identity_reclaim"])
+        return self.driver.identity_lock(q, args, reclaim=self._q["identity_reclaim"],
+                                         role=f"lock {name}")
 
 
     def maintenance(self) -> Maintenance | None:
