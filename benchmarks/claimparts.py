@@ -50,7 +50,7 @@ LEASE = dt.timedelta(minutes=5)
 def variants(prefix: str) -> dict[str, str]:
     """The statements other than the raw one, by name."""
     claim = queries(prefix)["claim"].sql
-    no_probe = re.sub(r"open_kinds AS \(.*?\n\),\n", "open_kinds AS (SELECT $2::text[] AS a),\n",
+    no_probe = re.sub(r"open_kinds AS \(.*?\n\)\s*,\n", "open_kinds AS (SELECT $2::text[] AS a),\n",
                       claim, flags=re.S)
     if no_probe == claim:
         raise RuntimeError("the claim's open_kinds CTE was not found: update claimparts.py")
