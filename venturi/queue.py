@@ -206,13 +206,24 @@ class Queue(QueueAdmin, QueueViews):
     async def enqueue_workflow(self, workflow: Workflow, *, conn: Any = None) -> UUID:
         """Enqueue every step of ``workflow`` and its record in one transaction (the
         caller's with ``conn=``); its id. A cycle, an unknown step or a bad task is a
-        ``ValueError`` before anything is written (docs/concepts/workflows.md)."""
+        ``ValueError`` before anything is written (docs/concepts/workflows.md). Traced
+        like ``enqueue_many``: one ``send`` span, whose context every step stores."""
         steps = workflow.resolved()
+        tracer = tracing.tracer()
+        if tracer is None:
+            return await self._enqueue_workflow(workflow, steps, conn, None)
+        kinds = tracing.task_kinds([task for _, task, *_ in steps])
+        with tracing.send(tracer, kinds, len(steps)) as send:
+            return await self._enqueue_workflow(workflow, steps, conn, send.context)
+
+    async def _enqueue_workflow(self, workflow: Workflow, steps: list[Any], conn: Any,
+                                trace_context: str | None) -> UUID:
         jobs = []
         for index, (step, task, after, after_failure, priority) in enumerate(steps):
             try:
                 job, _ = self._jobs.new_job(task, index=index, id=step.id, priority=priority,
-                                       after=after, after_failure=after_failure)
+                                       after=after, after_failure=after_failure,
+                                       trace_context=trace_context)
             except InvalidJob as exc:
                 raise InvalidJob(f"step {step.name!r}: {exc.reason}") from None
             jobs.append(job)

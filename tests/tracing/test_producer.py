@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from opentelemetry import trace
 
-from venturi import InvalidJob, Queue, SyncQueue
+from venturi import InvalidJob, Queue, SyncQueue, Workflow
 from venturi.store.postgres import PostgresStore
 from venturi.store.postgres.producing import COPY_MIN_ROWS
 
@@ -131,3 +131,23 @@ def test_sync_queue_sends_in_the_callers_trace(
     assert first["parent"] == batch["parent"] == request["span_id"]
     assert [r.trace_context["traceparent"] for r in rows if r and r.trace_context] == [
         traceparent(first), traceparent(batch), traceparent(batch)]
+
+
+async def test_a_workflow_is_one_send_span_whose_context_every_step_stores(
+        pq: Queue, spans: Recorded) -> None:
+    """enqueue_workflow was once untraced: its steps ran as unlinked root spans."""
+    wf = Workflow("traced")
+    first = wf.add(Ok())
+    wf.add(Stuck(), after=[first])
+    wf.add(Ok(), after=[first])
+    with trace.get_tracer("tests").start_as_current_span("request"):
+        workflow_id = await pq.enqueue_workflow(wf)
+    (request,) = spans.named("request")
+    (send,) = spans.named("send")  # two kinds: no destination in its name
+    assert (send["kind"], send["parent"], send["trace_id"]) == (
+        "PRODUCER", request["span_id"], request["trace_id"])
+    assert send["attributes"] == {**SEND, "messaging.batch.message_count": 3}
+    state = await pq.workflow(workflow_id)
+    assert state is not None
+    ids = [step.id for step in state.steps]
+    assert await stored_parents(pq, ids) == [traceparent(send)] * 3

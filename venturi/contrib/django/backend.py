@@ -25,10 +25,10 @@ from django.tasks.exceptions import InvalidTask, InvalidTaskBackend, TaskResultD
 from django.tasks.signals import task_enqueued
 from django.utils import timezone
 
-from ... import _codec
+from ... import _codec, tracing
 from ..._ids import uuid7
 from ...newjob import MAX_DELAY
-from ...store.base import NewJob
+from ...store.base import Enqueued, NewJob
 from ...store.postgres import PostgresStore
 from ...sync import SyncQueue, run_blocking
 from .driver import DjangoDriver
@@ -125,13 +125,25 @@ class VenturiBackend(BaseTaskBackend):
         text = _codec.dumps(payload(task.module_path, result.args, result.kwargs,
                                     task.priority, at))
         _codec.check_size(text, self.queue.queue.max_payload_bytes)
-        job = NewJob(id=job_id, kind=kind_for(task.queue_name), payload=text,
-                     priority=int(tier(task.priority)), max_failures=self._budget(task),
-                     at=at, subject=task.module_path)
-        # An error inside atomic() leaves Django's transaction unusable, as a failed
-        # query of Django's own would: mark it so Django refuses to go on with it.
-        with transaction.mark_for_rollback_on_error(using=self.database):
-            run_blocking(self.queue.store.enqueue([job]))
+        kind = kind_for(task.queue_name)
+
+        def insert(trace_context: str | None) -> list[Enqueued]:
+            job = NewJob(id=job_id, kind=kind, payload=text, priority=int(tier(task.priority)),
+                         max_failures=self._budget(task), at=at, subject=task.module_path,
+                         trace_context=trace_context)
+            # An error inside atomic() leaves Django's transaction unusable, as a failed
+            # query of Django's own would: mark it so Django refuses to go on with it.
+            with transaction.mark_for_rollback_on_error(using=self.database):
+                return run_blocking(self.queue.store.enqueue([job]))
+
+        # Traced as Queue.enqueue is: a send span whose context the job stores, so its
+        # runs link to the request that enqueued it (docs/operations/tracing.md).
+        tracer = tracing.tracer()
+        if tracer is None:
+            insert(None)
+        else:
+            with tracing.send(tracer, {kind}) as send:
+                send.sent(insert(send.context))
         object.__setattr__(result, "enqueued_at", timezone.now())
         task_enqueued.send(type(self), task_result=result)
         return result
