@@ -66,6 +66,19 @@ class HonouredTests(TestCase):
         self.assertEqual(job(out_of_stock.enqueue("tea").id).max_failures, 1)
         self.assertEqual(job(flaky.enqueue("x").id).max_failures, 3)
 
+    def test_the_backends_max_failures_option_is_the_default_budget(self) -> None:
+        """OPTIONS["max_failures"] is the budget of a task that sets none, and a task's own
+        budget still wins over it (docs/integrations/django.md, "failure budget")."""
+        default = settings.TASKS["default"]
+        tasks = {**settings.TASKS, "budget": {
+            **default, "OPTIONS": {**default["OPTIONS"], "max_failures": 3}}}
+        with override_settings(TASKS=tasks):
+            backend = task_backends["budget"]
+            plain = backend.queue.job(out_of_stock.using(backend="budget").enqueue("tea").id)
+            own = VenturiBackend.task_class(func=record.func, backend="budget", max_failures=5)
+            mine = backend.queue.job(own.enqueue("x").id)
+        self.assertEqual((plain.max_failures, mine.max_failures), (3, 5))
+
     def test_a_ready_result(self) -> None:
         result = record.enqueue("x")
         self.assertEqual(result.status, "READY")

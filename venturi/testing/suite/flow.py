@@ -4,9 +4,10 @@ limited kinds per limit key, the rate window, and what ``kind_states`` reports."
 from __future__ import annotations
 
 import datetime as dt
+from uuid import UUID
 
 from venturi import ManualClock, Status
-from venturi.store.base import Action, KindChange, Limits, Rate, Store
+from venturi.store.base import Action, JobRecord, KindChange, Limits, Rate, Store
 from venturi.testing.builders import add, new_job, request, settlement
 
 SECOND = dt.timedelta(seconds=1)
@@ -115,6 +116,30 @@ async def test_rate_window_holds_at_most_n_claims(store: Store, clock: ManualClo
     assert (await store.claim_limited(request("w", limit=10))).jobs == []  # settled or not
     clock.advance(0.5)  # [t0 + 1s]: the first three are out of the window (claimed_at > now - 1s)
     assert len((await store.claim_limited(request("w", limit=10))).jobs) == 3
+
+
+async def test_rate_applies_per_limit_key(store: Store, clock: ManualClock) -> None:
+    """``limit_key()`` partitions the rate as it does the concurrency: each key gets its
+    own N claims per window (docs/concepts/flow-control.md). A rate of the kind as a whole
+    would let only 3 of these 10 be claimed in the window, all of them key x's."""
+    xs = await add(store, *[new_job("q", limit_key="x") for _ in range(5)])
+    ys = await add(store, *[new_job("q", limit_key="y") for _ in range(5)])
+    await store.declare_kinds({"q": Limits(rate=Rate(3, SECOND))})
+
+    def by_key(jobs: list[JobRecord]) -> dict[str | None, list[UUID]]:
+        keys: dict[str | None, list[UUID]] = {"x": [], "y": []}
+        for j in jobs:
+            keys[j.limit_key].append(j.id)
+        return keys
+
+    first = (await store.claim_limited(request("q", limit=20))).jobs
+    assert len(first) == 6
+    assert by_key(first) == {"x": [j.id for j in xs[:3]], "y": [j.id for j in ys[:3]]}
+    clock.advance(0.5)
+    assert (await store.claim_limited(request("q", limit=20))).jobs == []  # both keys full
+    clock.advance(0.5)  # [t0 + 1s]: the first six are out of the window
+    again = (await store.claim_limited(request("q", limit=20))).jobs
+    assert by_key(again) == {"x": [j.id for j in xs[3:]], "y": [j.id for j in ys[3:]]}
 
 
 async def test_rate_and_concurrency_together(store: Store) -> None:
