@@ -17,7 +17,8 @@ __all__ = ["LEASE", "MIGRATIONS", "add", "claim_one", "job", "migrated_prefix", 
 # tests/test_migrations.py checks that this is what the package ships.
 MIGRATIONS = ["0001_init.sql", "0002_storage.sql", "0003_kinds.sql", "0004_results.sql",
               "0005_trace.sql", "0006_tallies.sql", "0007_claimed_kinds.sql",
-              "0008_workflows_fanin.sql", "0009_awaited.sql"]
+              "0008_workflows_fanin.sql", "0009_awaited.sql",
+              "0010_storage_dependencies.sql"]
 
 
 @contextmanager

@@ -35,7 +35,10 @@ TALLY_FILL = ("tallies", "fillfactor", "50")
 SHARD_FILL = ("dependency_shards", "fillfactor", "50")  # 0008_workflows_fanin.sql
 STORAGE = {("jobs", "fillfactor", "80"), ("workers", "fillfactor", "50"), TALLY_FILL,
            SHARD_FILL} | {
-    (table, name, value) for table in ("jobs", "journal") for name, value in _CHURN}
+    (table, name, value) for table in ("jobs", "journal") for name, value in _CHURN} | {
+    # 0010_storage_dependencies.sql: the tables that turn over with the jobs
+    (table, name, value) for table in ("dependencies", "dependency_shards", "workflows")
+    for name, value in _CHURN}
 INDEXES = {
     "jobs_pkey", "jobs_claim", "jobs_expiry", "jobs_claimed_kind", "jobs_dedup",
     "jobs_finished", "jobs_dead", "jobs_subject", "jobs_periodic", "journal_pkey",
@@ -182,7 +185,8 @@ async def test_storage_parameters_keep_what_an_operator_set(pg_dsn: str, fresh: 
             # Back to version 1, as an operator had it, with two settings of their own.
             await conn.execute(f"DELETE FROM {fresh}migrations WHERE version = 2")
             for table, name, _ in STORAGE - {("jobs", "fillfactor", "80"), TALLY_FILL, SHARD_FILL}:
-                await conn.execute(f"ALTER TABLE {fresh}{table} RESET ({name})")
+                if table in ("jobs", "journal", "workers"):  # 0002's; 0010's stay applied
+                    await conn.execute(f"ALTER TABLE {fresh}{table} RESET ({name})")
             await conn.execute(f"ALTER TABLE {fresh}jobs SET (autovacuum_vacuum_threshold = 5000,"
                                " autovacuum_vacuum_cost_delay = 0)")
             assert await store.migrate() == ["0002_storage.sql"]

@@ -13,7 +13,10 @@ from .._sql import _raw_blocks, quote_ident
 from ..vacuum import MaintenanceState, TableHealth, VacuumPolicy, VacuumRun
 from .asyncpg_errors import translate
 
-TABLES = ("jobs", "journal")
+# Every table whose rows come and go with the jobs: the job's own rows, its journal,
+# its edges and workflow (gone with it), the finished counts and the rate log.
+TABLES = ("jobs", "journal", "dependencies", "dependency_shards", "workflows", "tallies",
+          "kind_starts")
 _VACUUM_OPTIONS = {
     False: "INDEX_CLEANUP ON, SKIP_LOCKED, TRUNCATE false",
     True: "INDEX_CLEANUP ON, SKIP_LOCKED, TRUNCATE false, ANALYZE",
