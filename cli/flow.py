@@ -51,7 +51,10 @@ def kinds(
         output.emit_json({"kinds": docs})
         return
     if not docs:
-        typer.echo("no kinds: nothing enqueued, paused or limited yet")
+        # Queue.kinds lists the kinds a worker declared or an operator set, and those
+        # with claimed jobs: pending jobs of a kind no worker has started for are not.
+        typer.echo("no kinds yet: none declared by a worker, paused, limited or claimed "
+                   "(`venturi stats` counts the pending jobs)")
         return
     output.table(
         ["KIND", "PAUSED", "CONCURRENCY", "RATE", "PENDING", "CLAIMED", "HELD BY"],
