@@ -257,3 +257,30 @@ async def test_read_only_has_no_action_routes_and_no_buttons(web_queue: Queue,
         await expect(w.page.locator("#retry-job, #cancel-job")).to_have_count(0)
         await expect(w.page.locator(".who")).to_contain_text("view only")
     assert await status_of(web_queue, dead) is Status.DEAD
+
+
+async def test_a_click_right_after_a_live_refresh_opens_the_dialog(
+        web_queue: Queue, open_page: Any) -> None:
+    """A live refresh replaces the "cancel all" form. htmx once wired the new form up only
+    20 ms after the swap (its settle delay): a click in that window submitted the bare
+    form, a GET of the page with the CSRF token in its URL, and no dialog. Here the click
+    comes in the same task as the swap; the dialog must open and the URL stay clean."""
+    await web_queue.enqueue_many([tasks.Embed(uri=f"file:///live/{i}") for i in range(2)])
+    async with serve(create_app(web_queue, auth=TokenAuth(TOKEN))) as served:
+        w = await signed_in(open_page, served)
+        page = w.page
+        url = f"{served.url}/jobs?subject=file:///live"
+        await page.goto(url)
+        await expect(page.locator("#live")).to_have_attribute("data-state", "connected")
+        await page.evaluate("""() => {
+            const matches = document.getElementById("matches");
+            matches.addEventListener("htmx:sseMessage", () => {
+                window.clickedAfterSwap = true;
+                document.getElementById("cancel-all").click();
+            }, {once: true});
+        }""")
+        await web_queue.enqueue(tasks.Embed(uri="file:///live/2"))  # a refresh of #matches
+        await expect(page.locator("#confirm-title")).to_have_text(
+            "Cancel 3 jobs matching the filter?")
+        assert await page.evaluate("window.clickedAfterSwap") is True
+        assert page.url.startswith(f"{served.url}/jobs?subject=") and "csrf" not in page.url
