@@ -172,11 +172,12 @@ class Store(abc.ABC):
         return None
 
     async def runnable_left(self, kinds: Sequence[str]) -> bool:
-        """Whether a job of ``kinds`` that ``claim`` takes (pending, visible, of a kind
-        neither paused nor limited) is runnable now, even one another transaction holds
-        locked. A claim skips those, so an empty claim does not prove there is nothing
-        left: a drain to empty asks this before it ends. By default False, right for a
-        store whose claims never skip a runnable job."""
+        """Whether a job of ``kinds`` is runnable now (pending, visible, of a kind not
+        paused; a limited kind counts, whatever its budget), even one another
+        transaction holds locked. A claim skips those, so an empty claim does not prove
+        there is nothing left: a drain to empty asks this before it ends, of its plain
+        kinds and the limited ones its last claim found with room. By default False,
+        right for a store whose claims never skip a runnable job."""
         return False
 
     @abc.abstractmethod

@@ -238,7 +238,7 @@ class MemoryStore(MemoryWorkflows, Store):
         return self._claim_picked(request, picked, now)
 
     async def runnable_left(self, kinds: Sequence[str]) -> bool:
-        open_kinds = {k: dt.timedelta() for k in kinds if not self._controlled(k)}
+        open_kinds = {k: dt.timedelta() for k in kinds if not self._paused(k)}
         return bool(self._runnable(open_kinds, self._now()))
 
     def _claim_picked(self, request: ClaimRequest, picked: list[JobRecord],

@@ -149,8 +149,10 @@ class Claimer:
                         return True  # the drain follows
                     # The claim skipped a runnable job another transaction held (a
                     # result() caller's flag, say), or the database went away before
-                    # that was known: claim again shortly.
+                    # that was known: claim again shortly, limited kinds included.
                     await anyio.sleep(CONFLICT_PAUSE)
+                    if self._flow.blocked:
+                        self._flow.unblock()
                     self._claim_wanted.set()
                     continue
                 # No re-read of the next delayed job here: every statement that makes
@@ -161,11 +163,11 @@ class Claimer:
         return False
 
     async def _runnable_left(self) -> bool:
-        """After an empty claim in a drain to empty: whether a runnable job of the plain
-        kinds is left, one the claim skipped because another transaction held it
-        locked (``Store.runnable_left``)."""
-        plain, _ = self._flow.split(self._leases)
-        return await self._store.runnable_left(list(plain))
+        """After an empty claim in a drain to empty: whether a runnable job is left that
+        the claim skipped because another transaction held it locked
+        (``Store.runnable_left``), of a kind not paused and, if limited, not near its
+        limit (a kind its limit holds back ends the drain, as before)."""
+        return await self._store.runnable_left(self._flow.with_room(self._leases))
 
     async def _claim(self, free: int) -> tuple[list[JobRecord], bool]:
         """Up to ``free`` jobs: the limited kinds' first, within their budget

@@ -96,6 +96,11 @@ class Flow:
         """Whether settlements may have budget to announce (a kind near its limit)."""
         return bool(self._binding)
 
+    def with_room(self, kinds: Iterable[str]) -> list[str]:
+        """The kinds of ``kinds`` not paused and, if limited, not near their limit as the
+        last claim found them: those whose runnable jobs a claim could take."""
+        return [k for k in kinds if k not in self.paused and k not in self._binding]
+
     @property
     def waiting(self) -> bool:
         """Blocked until a rate window frees budget (runnable work is waiting for it)."""

@@ -37,13 +37,16 @@ RETURNING
 -- include: job_columns
 
 -- name: runnable_left
--- Whether the plain claim of kinds $2 has a runnable row left, locked or not. A claim
--- skips the rows another transaction holds (SKIP LOCKED): a result() caller's flag
--- (inspect.sql, watch_job), a retry, a merge. So a drain to empty asks this after an
--- empty claim before it ends (venturi/worker/claimer.py). One bounded probe per tier,
--- as in next_visible_at.
-WITH
--- include: plain_kinds
+-- Whether a runnable row of kinds $2 is left, locked or not, in a kind no row of
+-- {prefix}kinds pauses (limited kinds count: the caller asks only of those it found
+-- with room). A claim skips the rows another transaction holds (SKIP LOCKED): a
+-- result() caller's flag (inspect.sql, watch_job), a retry, a merge. So a drain to
+-- empty asks this after an empty claim before it ends (venturi/worker/claimer.py).
+-- One bounded probe per tier, as in next_visible_at.
+WITH open_kinds AS (
+    SELECT coalesce(array_agg(k.kind), '{}') AS a FROM unnest($2::text[]) AS k(kind)
+    WHERE NOT EXISTS (SELECT 1 FROM {prefix}kinds AS s WHERE s.kind = k.kind AND s.paused)
+)
 SELECT EXISTS (SELECT 1 FROM {prefix}jobs WHERE status = 'pending' AND priority = 0
         AND visible_at <= {now} AND kind = ANY((SELECT a FROM open_kinds)::text[]))
     OR EXISTS (SELECT 1 FROM {prefix}jobs WHERE status = 'pending' AND priority = 1

@@ -130,20 +130,21 @@ async def test_prepare_claims_claims_nothing(store: Store, clock: ManualClock) -
     assert [j.id for j in await store.claim(ClaimRequest("host:1/boot", leases, 10))] == [job.id]
 
 
-async def test_runnable_left_is_a_pending_visible_job_the_plain_claim_takes(
+async def test_runnable_left_is_a_pending_visible_job_of_a_kind_not_paused(
     store: Store, clock: ManualClock
 ) -> None:
     """What a drain to empty asks after an empty claim (Store.runnable_left): a
-    runnable job of the kinds, not one due later, claimed, of another kind, or of a
-    kind paused or limited (claim_limited's)."""
+    runnable job of the kinds, limited ones included, not one due later, claimed, of
+    another kind, or of a paused kind."""
     now = clock.now()
     await add(store, new_job("later", at=now + dt.timedelta(seconds=5)),
               new_job("held"), new_job("paused"), new_job("limited"))
     await claim_one(store, "held")
     await store.control_kind(KindChange("paused", paused=True))
     await store.control_kind(KindChange("limited", set_concurrency=True, concurrency=2))
-    assert not await store.runnable_left(["later", "held", "paused", "limited", "none"])
+    assert not await store.runnable_left(["later", "held", "paused", "none"])
     assert not await store.runnable_left([])
+    assert await store.runnable_left(["limited"])
     for tier in (0, 1, 2):
         job = (await add(store, new_job("now", priority=tier)))[0]
         assert await store.runnable_left(["later", "now"])
