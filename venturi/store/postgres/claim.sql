@@ -22,9 +22,12 @@
 -- plan: cached
 WITH kinds AS (
     SELECT k.kind, k.lease FROM unnest($2::text[], $3::interval[]) AS k(kind, lease)
+), open_kinds AS (
+    SELECT coalesce(array_agg(k.kind), '{}') AS a FROM unnest($2::text[]) AS k(kind)
+    WHERE NOT EXISTS (SELECT 1 FROM {prefix}kinds AS s WHERE s.kind = k.kind AND
+-- include: controlled
+    )
 ),
--- include: plain_kinds
-,
 -- include: claim_tiers
 UPDATE {prefix}jobs AS j SET
     status = 'claimed',
@@ -83,16 +86,6 @@ SELECT least(
 -- claimed rows: the primary key is probed per id, whatever other workers hold.
 j.id = ANY($3::uuid[]) AND (j.status || '') = 'claimed' AND j.claimed_by = $2
 AND j.run_count = ($4::jsonb -> (j.id::text) ->> 0)::int4
-
--- fragment: plain_kinds
--- The CTE open_kinds (column a, an array): the kinds of $2 the plain claim takes,
--- those no row of {prefix}kinds pauses or limits.
-open_kinds AS (
-    SELECT coalesce(array_agg(k.kind), '{}') AS a FROM unnest($2::text[]) AS k(kind)
-    WHERE NOT EXISTS (SELECT 1 FROM {prefix}kinds AS s WHERE s.kind = k.kind AND
--- include: controlled
-    )
-)
 
 -- fragment: claim_tiers
 -- The tier scans of a claim (docs/concepts/priorities.md), over the kinds of the
