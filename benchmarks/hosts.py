@@ -2,7 +2,8 @@
 producer host and a database host as network namespaces (tests/hosts/), thousands of
 jobs, and one fault per scenario:
 
-- ``partition``: a worker host's link to the switch goes down mid-run, and comes back;
+- ``partition``: a worker host's link to the switch goes down mid-run, and comes back
+  (the producer goes on until that host has run jobs again);
 - ``lossy``: one worker host reaches the database through a proxy that adds 200 ms each
   way, stalls and resets connections;
 - ``failover``: the primary (synchronous standby built with pg_basebackup) is stopped
@@ -45,7 +46,7 @@ class Size:
     jobs: int
     window: float  # seconds over which the jobs are produced
     cut: float = 20.0  # how long the partition lasts: past the store's SILENT_PEER bound
-    cut_window: float = 36.0  # the partition run's production window: work left after the heal
+    cut_window: float = 36.0  # the partition run's production window (then on till w1 rejoins)
     slow_every: int = 20  # every n-th job outlasts a lease
     concurrency: int = 8
     timeout: float = 120.0
@@ -86,7 +87,11 @@ async def partition(size: Size, logdir: Path) -> Result:
         await bed.migrate()
         dsn = _dsn(db.hostport)
         await _setup(bed, size, dict.fromkeys(WORKERS, dsn))
-        bed.start_producer("app", dsn, size.jobs, size.cut_window, size.slow_every)
+        # The producer goes on past its jobs until w1 has run jobs again after the heal:
+        # however long the rejoin takes, there is work left for it to take.
+        rejoined = logdir / "w1-rejoined"
+        bed.start_producer("app", dsn, size.jobs, size.cut_window, size.slow_every,
+                           until=rejoined)
         victim = "w1"
 
         # Cut while a slow run started on w1 less than a second ago: it cannot finish
@@ -119,7 +124,8 @@ async def partition(size: Size, logdir: Path) -> Result:
         healed_at = time.monotonic()
         rejoin = await bed.wait(lambda: _starts(bed.runs(), victim, healed_at), 120,
                                 "w1 to run jobs again after the heal")
-        result = await bed.finish(size.jobs, size.timeout)
+        rejoined.touch()
+        result = await bed.finish(None, size.timeout)
         w1 = bed.workers[victim]
         lost_runs = {(e["job_id"], e["run_no"]) for e in w1.events("lease_lost")}
         ended = {(str(r.job_id), r.run_no) for r in bed.runs() if r.event == "end"}

@@ -4,6 +4,11 @@ rate over a window, exactly once each, and writes what the database acknowledged
     python -m tests.hosts.producer --dsn DSN --prefix P --jobs 2000 --window 20 \
         --slow-every 20 --acks FILE
 
+With ``--until FILE``, the producer goes on past ``--jobs`` at the same pace (numbers
+continuing) until FILE exists: a scenario that needs work left at some moment (a healed
+host's rejoin) ends the production only once that moment has passed. The last line of
+its output says how many jobs it made.
+
 Each acknowledged batch (``enqueue_many`` returned) is one line ``acked LO HI`` in
 ``--acks``. A batch whose commit is in doubt (the connection went away, the primary
 failed over) is looked up before anything is repeated: only the numbers the database
@@ -16,10 +21,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import sys
 import time
 from typing import TextIO
 
+import anyio
 import asyncpg
 
 import venturi
@@ -47,8 +54,11 @@ async def produce(args: argparse.Namespace, acks: TextIO) -> int:
     failures = 0
     async with venturi.Queue.connect(args.dsn, prefix=args.prefix, max_size=2) as queue:
         began = time.monotonic()
-        for b, lo in enumerate(range(0, args.jobs, per)):
-            hi = min(args.jobs, lo + per)
+        lo = 0
+        for b in itertools.count():
+            if lo >= args.jobs and (args.until is None or await anyio.Path(args.until).exists()):
+                break
+            hi = lo + per if lo >= args.jobs else min(args.jobs, lo + per)
             todo = list(range(lo, hi))
             stuck_since: float | None = None
             while todo:
@@ -74,8 +84,9 @@ async def produce(args: argparse.Namespace, acks: TextIO) -> int:
                     if done:
                         acks.write(f"found {' '.join(map(str, done))}\n")
                     todo = [n for n in todo if n not in there]
+            lo = hi
             await asyncio.sleep(max(0.0, began + (b + 1) * 0.1 - time.monotonic()))
-    print(f"produced {args.jobs} jobs; {failures} enqueue attempts failed", flush=True)
+    print(f"produced {lo} jobs; {failures} enqueue attempts failed", flush=True)
     return 0
 
 
@@ -88,6 +99,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--slow-every", type=int, default=0)
     p.add_argument("--acks", required=True)
     p.add_argument("--patience", type=float, default=120.0)
+    p.add_argument("--until", default=None,
+                   help="after --jobs, go on at the same pace until this file exists")
     args = p.parse_args(argv)
     with open(args.acks, "a", buffering=1) as acks:
         return asyncio.run(produce(args, acks))

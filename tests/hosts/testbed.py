@@ -9,6 +9,7 @@ on while a process is inside it), then the clusters, then the namespaces.
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 import sys
 import time
@@ -178,10 +179,14 @@ class Testbed:
         return {"acknowledged": len(acked), "lost": len(lost), "stale_recovered": len(stale)}
 
     def start_producer(self, host: str, dsn: str, jobs: int, window: float,
-                       slow_every: int) -> HostProcess:
+                       slow_every: int, until: Path | None = None) -> HostProcess:
+        """``until``: after ``jobs``, the producer goes on at its pace until that file
+        exists (``finish`` then reads how many it made)."""
         argv = [sys.executable, "-m", "tests.hosts.producer", "--dsn", dsn, "--prefix",
                 self.prefix, "--jobs", str(jobs), "--window", str(window), "--slow-every",
                 str(slow_every), "--acks", str(self.acks)]
+        if until is not None:
+            argv += ["--until", str(until)]
         self.producer = HostProcess(self.net, host, argv, self.logdir, "producer")
         self.procs.append(self.producer)
         return self.producer
@@ -223,11 +228,17 @@ class Testbed:
     def runs(self) -> list[Run]:
         return read_runs(self.records)
 
-    async def finish(self, jobs: int, timeout: float) -> Result:
-        """Wait for the producer and every job, stop the workers (SIGTERM), then check."""
+    async def finish(self, jobs: int | None, timeout: float) -> Result:
+        """Wait for the producer and every job, stop the workers (SIGTERM), then check.
+        ``jobs`` None: as many as the producer says it made (``start_producer``'s
+        ``until``)."""
         assert self.producer is not None
         producer = self.producer
         await self.wait(lambda: not producer.alive(), timeout, "the producer to finish")
+        if jobs is None:
+            made = re.search(r"^produced (\d+) jobs", producer.output(), re.MULTILINE)
+            assert made is not None, f"the producer said nothing: {producer.errors()[-800:]}"
+            jobs = int(made[1])
 
         # Every job there is, done: with asynchronous replication some may be gone.
         async def all_done() -> bool:
