@@ -51,10 +51,8 @@ def kinds(
         output.emit_json({"kinds": docs})
         return
     if not docs:
-        # Queue.kinds lists the kinds a worker declared or an operator set, and those
-        # with claimed jobs: pending jobs of a kind no worker has started for are not.
-        typer.echo("no kinds yet: none declared by a worker, paused, limited or claimed "
-                   "(`venturi stats` counts the pending jobs)")
+        typer.echo("no kinds yet: none declared by a worker, paused, limited, pending "
+                   "or claimed")
         return
     output.table(
         ["KIND", "PAUSED", "CONCURRENCY", "RATE", "PENDING", "CLAIMED", "HELD BY"],

@@ -65,7 +65,8 @@ class QueueAdmin:
 
     async def kinds(self) -> list[KindState]:
         """Every kind a worker declared (as it started) or an operator controlled, or
-        with claimed jobs: paused, the limits in force and where each comes from,
+        with pending or claimed jobs (so a kind no worker serves shows with its
+        backlog): paused, the limits in force and where each comes from,
         pending and claimed counts, and what holds it back (``KindState.held``)."""
         return await self.store.kind_states()
 

@@ -10,11 +10,14 @@ from .conftest import Cli, one_line_error
 
 
 def test_pause_resume_and_kinds(cli: Cli) -> None:
-    cli.do(lambda q: q.enqueue(Echo(uri="file:///a")))
-    # No worker declared the kind yet: nothing to list, and the message says why.
+    # Nothing enqueued, declared or controlled: nothing to list, and the message says so.
     assert cli.ok("kinds").stdout == (
-        "no kinds yet: none declared by a worker, paused, limited or claimed"
-        " (`venturi stats` counts the pending jobs)\n")
+        "no kinds yet: none declared by a worker, paused, limited, pending or claimed\n")
+    cli.do(lambda q: q.enqueue(Echo(uri="file:///a")))
+    # No worker declared the kind yet: its pending job shows it.
+    pending = json.loads(cli.ok("kinds", "--json").stdout)["kinds"]
+    assert [(k["kind"], k["pending"], k["paused"], k["held"]) for k in pending] == [
+        ("cli.echo", 1, False, None)]
     assert cli.ok("pause", "cli.echo", "other").stdout == "paused cli.echo\npaused other\n"
     doc = json.loads(cli.ok("kinds", "--json").stdout)
     rows = {k["kind"]: k for k in doc["kinds"]}

@@ -336,8 +336,8 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def kind_states(self) -> list[KindState]:
-        """Every kind with a row (controls, or declared by a worker) or claimed jobs:
-        controls, counts, and what holds it back (``KindState.held``), by kind."""
+        """Every kind with a row (controls, or declared by a worker) or pending or
+        claimed jobs: controls, counts, and what holds it back (``KindState.held``), by kind."""
 
     # workers and control
     @abc.abstractmethod

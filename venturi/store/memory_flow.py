@@ -89,7 +89,7 @@ class MemoryFlow(MemoryViews):
             elif j.status is Status.CLAIMED:
                 claimed[j.kind] += 1
         out = []
-        for name in sorted(set(self._kinds) | set(claimed)):
+        for name in sorted(set(self._kinds) | set(pending) | set(claimed)):
             state = self._kinds.get(name, _Kind()).state(name)
             rate = state.limits.rate
             started = 0 if rate is None else sum(

@@ -48,21 +48,26 @@ FROM {prefix}kinds WHERE $1::text[] IS NULL OR kind = ANY($1::text[])
 ORDER BY kind
 
 -- name: kind_states
--- Each kind with a row (every worker declares its kinds as it starts) or with claimed
--- jobs: its row, its pending and claimed jobs (by their partial indexes), and its
--- claims inside the rate window.
-WITH named AS (
-    SELECT kind FROM {prefix}kinds
-    UNION SELECT kind FROM {prefix}jobs WHERE status = 'claimed'
+-- Each kind with a row (every worker declares its kinds as it starts) or with pending
+-- or claimed jobs (a kind no worker serves yet shows with its backlog): its row, its
+-- pending and claimed counts (one pass over each status's partial index, not one per
+-- kind), and its claims inside the rate window.
+WITH pending AS (
+    SELECT kind, count(*) AS n FROM {prefix}jobs WHERE status = 'pending' GROUP BY kind
+), claimed AS (
+    SELECT kind, count(*) AS n FROM {prefix}jobs WHERE status = 'claimed' GROUP BY kind
+), named AS (
+    SELECT kind FROM {prefix}kinds UNION SELECT kind FROM pending
+    UNION SELECT kind FROM claimed
 )
 SELECT n.kind, coalesce(s.paused, false), s.concurrency, s.rate_count, s.rate_period,
        s.code_concurrency, s.code_rate_count, s.code_rate_period,
-       (SELECT count(*) FROM {prefix}jobs AS j WHERE j.status = 'pending' AND j.kind = n.kind),
-       (SELECT count(*) FROM {prefix}jobs AS j WHERE j.status = 'claimed' AND j.kind = n.kind),
+       coalesce(p.n, 0), coalesce(c.n, 0),
        (SELECT coalesce(sum(w.n), 0) FROM {prefix}kind_starts AS w WHERE w.kind = n.kind
           AND w.claimed_at > {now} - CASE WHEN s.rate_count IS NOT NULL THEN s.rate_period
                                           ELSE s.code_rate_period END)
 FROM named AS n LEFT JOIN {prefix}kinds AS s ON s.kind = n.kind
+LEFT JOIN pending AS p ON p.kind = n.kind LEFT JOIN claimed AS c ON c.kind = n.kind
 ORDER BY n.kind
 
 -- name: lock_kinds

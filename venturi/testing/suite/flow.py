@@ -33,6 +33,20 @@ async def test_a_paused_kind_is_claimed_by_neither_claim_until_resumed(store: St
     assert (await _state(store, "a")).held is None
 
 
+async def test_a_kind_with_only_pending_jobs_is_reported(store: Store) -> None:
+    # No worker declared it and no operator controlled it: its backlog still shows, so
+    # an operator sees the jobs of a kind nobody serves.
+    await add(store, new_job("orphan"), new_job("orphan"), new_job("served"))
+    await store.declare_kinds({"served": Limits()})
+    states = {k.kind: k for k in await store.kind_states()}
+    orphan = states["orphan"]
+    assert (orphan.pending, orphan.claimed, orphan.paused, orphan.held) == (2, 0, False, None)
+    assert orphan.limits == Limits() and states["served"].pending == 1
+    await store.claim(request("orphan", limit=1))
+    orphan = await _state(store, "orphan")
+    assert (orphan.pending, orphan.claimed) == (1, 1)
+
+
 async def test_limited_kinds_are_left_to_the_limited_claim(store: Store) -> None:
     a, b = await add(store, new_job("a"), new_job("b"))
     await store.declare_kinds({"a": Limits(concurrency=5), "b": Limits()})
