@@ -16,7 +16,7 @@ from structlog.testing import capture_logs
 import venturi
 from venturi import Outcome, Queue, Status
 from venturi.errors import ConfigError, DatabaseUnavailable
-from venturi.store.base import Action, Settlement
+from venturi.store.base import Action, ClaimRequest, JobRecord, Settlement
 from venturi.store.postgres import PostgresStore
 from venturi.worker.metrics import WorkerMetrics
 
@@ -209,6 +209,39 @@ async def test_handler_stops_at_its_local_deadline_when_renewals_fail(
     claimed_at = row.claim_expires_at - lease
     assert claimed_at + lease * 2 / 3 - error <= stopped_db, (claimed_at, stopped_db)
     assert stopped_db < row.claim_expires_at, (stopped_db, row.claim_expires_at)
+
+
+async def test_a_slow_claim_reply_does_not_move_the_local_deadline(
+        pgq: Queue, probe: type[Probe], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rule 8 again, the claim's reply 1.5 s late (a busy server, a slow link): the
+    database started the lease when it ran the claim, so the local deadline counts from
+    the claim's send time, not from the reply, and the handler still stops before the
+    lease expires in the database."""
+    store = pgq.store
+    assert isinstance(store, PostgresStore)
+    record(monkeypatch, store, "extend_leases", fail=lambda: DatabaseUnavailable(
+        "injected: renewal cannot reach the database"))
+    claim = store.claim
+
+    async def late_reply(request: ClaimRequest) -> list[JobRecord]:
+        jobs = await claim(request)
+        if jobs:
+            await asyncio.sleep(1.5)
+        return jobs
+    monkeypatch.setattr(store, "claim", late_reply)
+    worker = venturi.Worker(pgq, tasks=[Brief], concurrency=1)
+    with capture_logs() as logs:
+        async with running(worker):
+            job = await pgq.enqueue(Brief())
+            await wait_for(probe.cancelled.is_set, timeout=10, what="the deadline")
+            stopped = probe.cancelled_at[job.id]
+            await wait_for(lambda: events(logs, "lease_lost", job.id), what="lease_lost")
+    row = await pgq.job(job.id)
+    assert row is not None and row.status is Status.CLAIMED, (
+        "the lease ran out in the database while the handler still ran: recovered", row)
+    assert row.claim_expires_at is not None
+    offset, _ = await _db_clock_offset(store)
+    assert stopped + offset < row.claim_expires_at, (stopped + offset, row.claim_expires_at)
 
 
 async def test_event_loop_stall_is_logged(pgq: Queue) -> None:

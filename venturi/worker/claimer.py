@@ -129,7 +129,7 @@ class Claimer:
                 continue
             self._db.recovered("claimer")
             if jobs:
-                self._dispatch(jobs)
+                self._dispatch(jobs, sent)
             full = len(jobs) == free or more
             self._backlog = full or self._flow.blocked
             if full:
@@ -205,9 +205,11 @@ class Claimer:
             flow.observe(got or LimitedClaim(), found)
         return jobs, more
 
-    def _dispatch(self, jobs: list[JobRecord]) -> None:
-        """Hold the claimed jobs and hand them to the slots (per-batch bookkeeping)."""
-        now = asyncio.get_running_loop().time()  # anyio's clock, without its backend lookup
+    def _dispatch(self, jobs: list[JobRecord], sent: float) -> None:
+        """Hold the claimed jobs and hand them to the slots (per-batch bookkeeping).
+        ``sent``: the loop time the claim went out. Each local deadline counts from it,
+        not from the reply (docs/concepts/leases.md): the database started the lease
+        when it ran the claim, so a slow reply must not move the deadline past it."""
         wall = self._clock.now()
         deadlines, kinds = self._deadlines, self._kinds
         claimed: dict[str, int] = {}
@@ -215,7 +217,7 @@ class Claimer:
         for job in jobs:
             kind = job.kind
             lease, ahead = deadlines[kind]
-            held = Held(job, lease, now + ahead)
+            held = Held(job, lease, sent + ahead)
             held_map[job.id] = held
             claimed[kind] = claimed.get(kind, 0) + 1
             kinds[kind].pickup.observe(max((wall - job.visible_at).total_seconds(), 0.0))
