@@ -1,12 +1,13 @@
 """Limited tasks for the flow-control process tests, and their side table.
 
 Every run records a ``start`` row (database clock at the start) and, after its work, an
-``end`` row. The claims of the rate-limited kind are recorded as they happen, by a row
-trigger on the jobs table: a ``claimed`` row at the claim's database time (a claim sets
-``claim_expires_at = claim time + lease``). Read back from the lease when the job runs
-instead, a renewal in between (the renewer extends every held job's lease, however
-recent) moved claims into later windows: 53 in one second at 50/s. The side table and
-its trigger live in the test's prefix and are dropped with it.
+``end`` row. The claims of the rate-limited kind and of the one a pause stops are
+recorded as they happen, by a row trigger on the jobs table: a ``claimed`` row at the
+claim's database time (a claim sets ``claim_expires_at = claim time + lease``). Read
+back from the lease when the job runs instead, a renewal in between (the renewer
+extends every held job's lease, however recent) moved claims into later windows: 53 in
+one second at 50/s. The side table and its trigger live in the test's prefix and are
+dropped with it.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def side_ddl(prefix: str) -> str:
             " RETURN NULL; END $fn$;"
             f" CREATE TRIGGER {prefix}flowside_claimed AFTER UPDATE ON {prefix}jobs"
             " FOR EACH ROW WHEN (OLD.status = 'pending' AND NEW.status = 'claimed'"
-            f" AND NEW.kind = '{Rated.kind}') EXECUTE FUNCTION {prefix}flowside_claimed()")
+            f" AND NEW.kind IN ('{Rated.kind}', '{Steady.kind}'))"
+            f" EXECUTE FUNCTION {prefix}flowside_claimed()")
 
 
 def side_drop(prefix: str) -> str:

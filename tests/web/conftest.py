@@ -69,8 +69,11 @@ async def browser() -> AsyncIterator[Any]:
         if os.environ.get("CI"):
             pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium")
         pytest.skip("no chromium: apt-get install -y chromium")
-    from playwright.async_api import async_playwright
+    from playwright.async_api import async_playwright, expect
 
+    # expect() waits 5 s unless told otherwise, whatever the page's own timeout: a
+    # worker booting or a live update on a busy 2-core machine can take longer.
+    expect.set_options(timeout=15_000)
     async with async_playwright() as p:
         b = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
@@ -108,7 +111,7 @@ def open_page(browser: Any) -> Callable[..., Awaitable[Watched]]:
             await d.dismiss()
 
         page.on("dialog", on_dialog)
-        page.set_default_timeout(15_000)
+        page.set_default_timeout(15_000)  # actions; expect()'s is set with the browser
         await page.goto(url)
         return Watched(page, errors, dialogs)
     return open_
