@@ -83,12 +83,12 @@ def test_a_slot_holds_what_its_includer_puts_there_and_nothing_otherwise(
 
 
 def test_the_limited_claim_scans_its_tiers_with_the_plain_claims_text() -> None:
-    """claim_limited reuses claim_tiers, with not_full in each of its five tier scans;
+    """claim_limited reuses claim_tiers, with not_full in each of its three tier scans;
     the plain claim and the fast path get the scans without it."""
     blocks = _sql._raw_blocks()
     tiers = blocks["claim"].split("low AS (", 1)[1].split("\nUPDATE", 1)[0]
     limited = blocks["claim_limited"]
-    assert limited.count("FROM full_ AS f") == 5
+    assert limited.count("FROM full_ AS f") == 3
     assert "full_" not in blocks["claim"] and "full_" not in blocks["claim_limited_fast"]
     unfiltered = "\n".join(ln for ln in limited.splitlines()
                            if "full_ AS f" not in ln and "f.kind = j.kind" not in ln)

@@ -6,8 +6,8 @@
 -- rows first; the fill takes the rest in priority order, one bounded range scan
 -- per tier (so future-scheduled rows of a high tier are never walked). CTEs are
 -- pulled lazily: a tier is only scanned, and its rows only locked, when the fill
--- still needs rows. A tier's fill starts after the rows its reservation locked
--- (SKIP LOCKED does not skip our own locks).
+-- still needs rows. A tier's fill is the same scan as its reservation, read on past
+-- the reserved rows (claim_tiers).
 --
 -- Kinds a row of {prefix}kinds pauses or limits are left out here: they are claimed
 -- by claim_limited (flow.sql), so a worker whose idea of them is stale never claims
@@ -92,56 +92,36 @@ AND j.run_count = ($4::jsonb -> (j.id::text) ->> 0)::int4
 -- CTE open_kinds (column a, an array): `picked` holds the claimed ids. Shared by the
 -- plain claim and both limited claims (flow.sql); claim_limited's scans also skip the
 -- rows of full partitions (its fragment not_full, in the slot tier_filter).
+--
+-- One scan per tier. Tiers 1 and 2 serve both their reserved slots (their first rows)
+-- and, after them, the fill (the rows after those, in priority order behind tier 0):
+-- a CTE read twice is still pulled lazily, row by row, so a scan locks only the rows
+-- some reader takes, and the fill goes on where the reservation stopped instead of
+-- walking the tier's head again, dead entries included. A reservation that found
+-- fewer rows than it asked for leaves the fill nothing of that tier: it is exhausted.
 low AS (
-    SELECT id, visible_at FROM {prefix}jobs AS j
+    SELECT id FROM {prefix}jobs AS j
     WHERE status = 'pending' AND priority = 2 AND visible_at <= {now}
       AND kind = ANY((SELECT a FROM open_kinds)::text[])
 -- slot: tier_filter
-    ORDER BY visible_at, id LIMIT $6 FOR UPDATE SKIP LOCKED
+    ORDER BY visible_at, id LIMIT $6::int8 + $4::int8 FOR UPDATE SKIP LOCKED
 ), normal AS (
-    SELECT id, visible_at FROM {prefix}jobs AS j
+    SELECT id FROM {prefix}jobs AS j
     WHERE status = 'pending' AND priority = 1 AND visible_at <= {now}
       AND kind = ANY((SELECT a FROM open_kinds)::text[])
 -- slot: tier_filter
-    ORDER BY visible_at, id LIMIT $5 FOR UPDATE SKIP LOCKED
+    ORDER BY visible_at, id LIMIT $5::int8 + $4::int8 FOR UPDATE SKIP LOCKED
 ), reserved AS (
-    SELECT id FROM low UNION ALL SELECT id FROM normal
-), last_low AS (
-    SELECT visible_at, id FROM low ORDER BY visible_at DESC, id DESC LIMIT 1
-), last_normal AS (
-    SELECT visible_at, id FROM normal ORDER BY visible_at DESC, id DESC LIMIT 1
+    (SELECT id FROM low LIMIT $6) UNION ALL (SELECT id FROM normal LIMIT $5)
 ), t0 AS (
     SELECT id FROM {prefix}jobs AS j
     WHERE status = 'pending' AND priority = 0 AND visible_at <= {now}
       AND kind = ANY((SELECT a FROM open_kinds)::text[])
 -- slot: tier_filter
     ORDER BY visible_at, id LIMIT $4 FOR UPDATE SKIP LOCKED
-), t1 AS (
-    -- The fill of a tier goes on after the last row its reservation took (a keyset:
-    -- the index scan starts there instead of walking again what the reservation
-    -- walked, dead entries included), and only when the reservation took all it asked
-    -- for: fewer means the tier is exhausted.
-    SELECT id FROM {prefix}jobs AS j
-    WHERE status = 'pending' AND priority = 1 AND visible_at <= {now}
-      AND kind = ANY((SELECT a FROM open_kinds)::text[])
--- slot: tier_filter
-      AND (visible_at, id) > (
-          coalesce((SELECT visible_at FROM last_normal), '-infinity'::timestamptz),
-          coalesce((SELECT id FROM last_normal), '00000000-0000-0000-0000-000000000000'::uuid))
-      AND (SELECT count(*) FROM normal) >= $5
-    ORDER BY visible_at, id LIMIT $4 FOR UPDATE SKIP LOCKED
-), t2 AS (
-    SELECT id FROM {prefix}jobs AS j
-    WHERE status = 'pending' AND priority = 2 AND visible_at <= {now}
-      AND kind = ANY((SELECT a FROM open_kinds)::text[])
--- slot: tier_filter
-      AND (visible_at, id) > (
-          coalesce((SELECT visible_at FROM last_low), '-infinity'::timestamptz),
-          coalesce((SELECT id FROM last_low), '00000000-0000-0000-0000-000000000000'::uuid))
-      AND (SELECT count(*) FROM low) >= $6
-    ORDER BY visible_at, id LIMIT $4 FOR UPDATE SKIP LOCKED
 ), fill AS (
-    SELECT id FROM (SELECT id FROM t0 UNION ALL SELECT id FROM t1 UNION ALL SELECT id FROM t2) AS f
+    SELECT id FROM (SELECT id FROM t0 UNION ALL (SELECT id FROM normal OFFSET $5)
+                    UNION ALL (SELECT id FROM low OFFSET $6)) AS f
     LIMIT greatest($4 - (SELECT count(*) FROM reserved), 0)
 ), picked AS (
     SELECT id FROM reserved UNION ALL SELECT id FROM fill
