@@ -49,6 +49,7 @@ class Step(venturi.Task, kind="chaos.step", lease=dt.timedelta(seconds=2), max_f
     completed run is one the side table saw."""
 
     n: int
+    until_file: str = ""  # then waits until this file exists: the test holds the step back
 
     def backoff(self, failures: int) -> dt.timedelta:
         return QUICK_RETRY  # the faults are injected; waiting out real backoff only slows the run
@@ -59,6 +60,9 @@ class Step(venturi.Task, kind="chaos.step", lease=dt.timedelta(seconds=2), max_f
             f"INSERT INTO {os.environ[SIDE_TABLE]} (job_id, run_no, pid) VALUES ($1, $2, $3)",
             ctx.job_id, ctx.run_no, os.getpid())
         await anyio.sleep(random.uniform(0, 0.05))
+        # Another process makes the file: there is no event to wait on.
+        while self.until_file and not await anyio.Path(self.until_file).exists():  # noqa: ASYNC110
+            await anyio.sleep(0.02)
 
 
 class Slow(venturi.Task, kind="chaos.slow"):

@@ -1,7 +1,8 @@
 """A 1,000-step workflow (fan-out, fan-in and chains) run by real ``venturi worker``
 processes, one SIGKILLed (and replaced) at every 100 steps completed up to 800
 (docs/concepts/workflows.md): it completes, each step settled once, and no step ran
-before every step it waits for had completed.
+before every step it waits for had completed. The last step waits for the last kill, so
+that a fast machine cannot finish the workflow before it.
 
 The fleet and the verification are the fault-injection run's (benchmarks/chaos.py),
 on the shared server: nothing here restarts PostgreSQL, so no ``faults`` marker."""
@@ -20,15 +21,16 @@ from benchmarks.chaos import ChaosResult, Driver, Fleet, Size, verify
 from tests.chaos.tasks import Step, side_ddl
 from venturi.store.postgres import PostgresStore
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(200)]
 
 SIZE = Size(jobs=1_000, window=0.0, workers=4, concurrency=4)
 KILL_AT = [100 * k for k in range(1, 9)]  # completed steps: a SIGKILL at each
 KILL_GAP = 0.5  # seconds at least between two kills
 
 
-def thousand_steps() -> venturi.Workflow:
-    """split -> 450 -> join-1 -> 10 chains of 30 -> join-2 -> 246 -> join-3."""
+def thousand_steps(gate: Path) -> venturi.Workflow:
+    """split -> 450 -> join-1 -> 10 chains of 30 -> join-2 -> 246 -> join-3, which runs
+    until ``gate`` exists."""
     wf = venturi.Workflow("chaos-1000")
     n = iter(range(SIZE.jobs))
     split = wf.add(Step(n=next(n)), name="split")
@@ -42,7 +44,7 @@ def thousand_steps() -> venturi.Workflow:
         ends.append(last)
     join2 = wf.add(Step(n=next(n)), after=ends, name="join-2")
     wide = [wf.add(Step(n=next(n)), after=[join2]) for _ in range(246)]
-    wf.add(Step(n=next(n)), after=wide, name="join-3")
+    wf.add(Step(n=next(n), until_file=str(gate)), after=wide, name="join-3")
     assert len(wf) == SIZE.jobs
     return wf
 
@@ -58,7 +60,8 @@ async def test_workflow_completes_through_sigkilled_workers(
     try:
         await driver.run(lambda c: c.execute(side_ddl(f"{prefix}side")))
         fleet.start_all()
-        workflow = await queue.enqueue_workflow(thousand_steps())
+        gate = tmp_path / "last-kill-done"
+        workflow = await queue.enqueue_workflow(thousand_steps(gate))
         jobs = f"{prefix}jobs"
 
         async def completed() -> int:
@@ -66,7 +69,9 @@ async def test_workflow_completes_through_sigkilled_workers(
                 f"SELECT count(*) FROM {jobs} WHERE status = 'completed'")
             return n
 
-        deadline = time.monotonic() + 90
+        # 1,000 steps, a 34-step critical path and 8 lease recoveries on a busy 2-core
+        # machine; a workflow stuck after a kill would never finish.
+        deadline = time.monotonic() + 150
         next_kill = 0.0
         while (done := await completed()) < SIZE.jobs:
             assert time.monotonic() < deadline, (
@@ -79,6 +84,8 @@ async def test_workflow_completes_through_sigkilled_workers(
                     and time.monotonic() >= next_kill:
                 fleet.kill_one(rng)
                 next_kill = time.monotonic() + KILL_GAP
+            if result.kills == len(KILL_AT) and not gate.exists():
+                gate.touch()  # the last kill is done: join-3 may end
             await asyncio.sleep(0.05)
         await fleet.stop(driver)
         await verify(driver, prefix, result)

@@ -39,7 +39,9 @@ SKEW_HOSTS = ("ahead", "behind")
 SKEW_BACKOFF = dt.timedelta(seconds=3)
 SKEW_EVERY = dt.timedelta(seconds=2)
 SKEW_CRON = "* * * * * */3"  # every third second (croniter's sixth field)
-SKEW_LEASE = dt.timedelta(seconds=1.5)
+# Renewal has a third of a lease for its round trip and the loop's lateness, on hosts
+# sharing a busy machine: 1 s of it here (a 1.5 s lease left 500 ms).
+SKEW_LEASE = dt.timedelta(seconds=3)
 SKEW_TIMEOUT = dt.timedelta(seconds=1)
 
 _record_file: Any = None
@@ -114,7 +116,7 @@ def _skew_tasks(host: str) -> list[type[venturi.Task]]:
     class Leased(venturi.Task, kind=f"skew.{host}.leased", lease=SKEW_LEASE):
         """Runs for several leases: renewals must keep it, in database time."""
 
-        seconds: float = 4.0
+        seconds: float = 8.0
 
         async def run(self, ctx: venturi.Context) -> None:
             await side(ctx, "start")

@@ -74,7 +74,9 @@ def test_consecutive_statements_reuse_one_connection(
 
 def test_kept_connection_goes_back_to_the_pool_when_idle(
         small: SyncQueue, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(psycopg_driver, "LINGER", 0.02)
+    # Long enough that the sweeper thread cannot give the connection back before this
+    # thread, descheduled a while on a busy machine, has looked.
+    monkeypatch.setattr(psycopg_driver, "LINGER", 1.0)
     small.enqueue(Embed(uri="file:///a"))
     assert driver(small)._idle
     until(lambda: not driver(small)._idle, "the kept connection to go back")

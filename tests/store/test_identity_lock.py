@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from venturi.store.postgres import PostgresStore
+
+from ..conftest import wait_for
 
 
 async def test_ping_marks_a_dead_session_lost(pg_store_dbclock: PostgresStore) -> None:
@@ -75,12 +76,8 @@ async def test_a_name_another_worker_took_is_not_taken_back(
             store.identity_lock("w-taken") as second:
         assert await first.acquire()
         first._conn.terminate()  # type: ignore[attr-defined]  # its session really ends
-        for _ in range(50):
-            if await second.acquire():
-                break
-            await asyncio.sleep(0.05)
-        else:
-            raise AssertionError("the name was never free")
+        await wait_for(second.acquire, timeout=10, interval=0.05,
+                       what="the name to be free (the first session to end)")
         holder = second._conn.get_server_pid()  # type: ignore[attr-defined]
         assert not await first.acquire()  # identity_taken: the worker would drain
         assert await _backend_alive(store, holder)

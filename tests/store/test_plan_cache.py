@@ -22,7 +22,6 @@ import asyncio
 import datetime as dt
 import json
 import re
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -125,9 +124,7 @@ async def test_a_claim_prepared_on_an_empty_table_stays_on_its_indexes(
     store = await _store(pg_dsn, prefix)
     try:
         await _prepare_on_empty_then_grow(store, admin)
-        started = time.monotonic()
         claimed = await store.claim(REQUEST)
-        took = time.monotonic() - started
         entry, scans = await _cached_claim(store)
     finally:
         await store.close()
@@ -138,7 +135,9 @@ async def test_a_claim_prepared_on_an_empty_table_stays_on_its_indexes(
     assert f"Seq Scan on {prefix}jobs" not in scans, scans
     assert f"Index Scan using {prefix}jobs_pkey on {prefix}jobs" in scans or any(
         s.startswith("Index") and s.endswith(f"on {prefix}jobs") for s in scans), scans
-    assert took < 1.0  # a sequential scan of 40,000 rows and their dead versions, per tier
+    # No wall-clock bound on the claim: the first one after 40,000 updates with no vacuum
+    # pays for their dead index entries, which a busy shared server can stretch past a
+    # second, and the plan above is what shows the table is not scanned.
 
 
 async def test_a_limited_claim_prepared_on_an_empty_table_stays_on_its_indexes(
@@ -164,9 +163,7 @@ async def test_a_limited_claim_prepared_on_an_empty_table_stays_on_its_indexes(
             return len((await store.claim_limited(REQUEST)).jobs)
 
         await _prepare_on_empty_then_grow(store, admin, limited)
-        started = time.monotonic()
         claimed = await limited()
-        took = time.monotonic() - started
         entry, scans = await _cached_claim(store, "claim_limited_fast")
     finally:
         await store.close()
@@ -179,7 +176,6 @@ async def test_a_limited_claim_prepared_on_an_empty_table_stays_on_its_indexes(
     for index in ("jobs_claim", "jobs_pkey"):
         assert f"Index Scan using {prefix}{index} on {prefix}jobs" in scans, scans
     assert f"Index Only Scan using {prefix}jobs_claimed_kind on {prefix}jobs" in scans, scans
-    assert took < 1.0
 
 
 async def test_without_its_planner_settings_the_cached_plan_scans_the_table(

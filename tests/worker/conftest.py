@@ -19,6 +19,7 @@ import pytest
 
 import venturi
 from venturi import Queue, Status, Worker
+from venturi.store import _connect
 from venturi.store.base import ClaimRequest
 from venturi.store.postgres import PostgresStore
 
@@ -135,6 +136,38 @@ async def worker_up(queue: Queue, proc: WorkerProcess) -> bool:
         raise AssertionError(
             f"worker exited with {proc.returncode}:\n{proc.output()}\n{proc.errors()}")
     return any(w.pid == proc.pid for w in await queue.workers())
+
+
+LISTEN_NAME = "venturi listen"
+
+
+async def listen_backends(store: PostgresStore) -> list[int]:
+    """The backends of venturi's LISTEN connections on ``store``'s database (an in-process
+    worker's waker), by their session name (``named`` in venturi/store/_connect.py): the
+    query column says ``LISTEN ...`` only until the waker's first ping, a ``SELECT 1``
+    after 10 s without a message. A DSN or PGAPPNAME that names every session alike
+    leaves the query text to go by."""
+    dsn = store.listen_dsn or store.dsn or ""
+    if _connect.named(dsn, "listen") == {"application_name": LISTEN_NAME}:
+        where, arg = "application_name = $1", LISTEN_NAME
+    else:
+        where, arg = "query LIKE $1", f'LISTEN "{store.prefix}%'
+    rows = await store.pool.fetch(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+        f" AND pid <> pg_backend_pid() AND {where} ORDER BY pid", arg)
+    return [r["pid"] for r in rows]
+
+
+async def listen_backend(store: PostgresStore, *, other_than: int | None = None) -> int:
+    """The one LISTEN backend of :func:`listen_backends` (not ``other_than``), once there
+    is exactly one: a session that ended a moment ago may still be listed."""
+    found: list[int] = []
+
+    async def one() -> bool:
+        found[:] = await listen_backends(store)
+        return len(found) == 1 and found[0] != other_than
+    await wait_for(one, what=f"exactly one LISTEN backend (other than {other_than})")
+    return found[0]
 
 
 @asynccontextmanager

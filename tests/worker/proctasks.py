@@ -83,10 +83,17 @@ class Long(venturi.Task, kind="proc.long", lease=dt.timedelta(seconds=30)):
 
     seconds: float = 120.0
     end_dir: str = ""  # record the end as a file there: it works while the database is down
+    until_file: str = ""  # end once this file exists (within ``seconds``): the test says when
 
     async def run(self, ctx: venturi.Context) -> None:
         await record(ctx)
-        await anyio.sleep(self.seconds)
+        with anyio.move_on_after(self.seconds):
+            if self.until_file:
+                # The test's process makes the file: there is no event to wait on.
+                while not await anyio.Path(self.until_file).exists():  # noqa: ASYNC110
+                    await anyio.sleep(0.02)
+            else:
+                await anyio.sleep_forever()
         if self.end_dir:
             await anyio.Path(self.end_dir, f"{ctx.job_id}.end").touch()
         else:

@@ -81,11 +81,12 @@ async def test_each_run_stops_at_its_own_due_time_not_before(watcher: DeadlineWa
 async def test_a_renewed_run_stops_at_its_new_deadline(watcher: DeadlineWatcher) -> None:
     """A renewal moves the local deadline later after the run was watched: the run's
     entry comes up at the old time, and the run goes on to the new one (stopped at the
-    old one, it would have stopped half a second early)."""
+    old one, it would have stopped a second early). The old deadline is a second away
+    when the renewal comes, so that a stalled loop does not reach it first."""
     loop = asyncio.get_running_loop()
-    renewed = await Run(watcher, 0.2).started()
+    renewed = await Run(watcher, 1.0).started()
     old_due = renewed.held.due
-    renewed.held.set_deadline(loop.time() + 0.8)
+    renewed.held.set_deadline(loop.time() + 2.0)
     assert await renewed.ended() >= renewed.held.due > old_due + 0.5
     assert renewed.held.stop_reason is StopReason.LEASE_LOST
 

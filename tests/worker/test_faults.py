@@ -21,7 +21,7 @@ from venturi.store.postgres import PostgresStore
 from venturi.worker.metrics import WorkerMetrics
 
 from ..conftest import wait_for
-from .conftest import running, take_over
+from .conftest import listen_backend, running, take_over
 from .spies import record
 
 pytestmark = pytest.mark.timeout(60)
@@ -136,21 +136,17 @@ async def test_waker_reconnects_after_its_backend_is_terminated(
     assert isinstance(store, PostgresStore)
     metrics = WorkerMetrics()
     worker = venturi.Worker(pgq, tasks=[Gated], concurrency=1, poll_interval=60, metrics=metrics)
-    listen_sql = (f"SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN \"{pgq.prefix}%'"
-                  " AND pid <> pg_backend_pid()")
     with capture_logs() as logs:
         async with running(worker):
-            pids = await store.pool.fetch(listen_sql)
-            assert len(pids) == 1
-            assert await store.pool.fetchval("SELECT pg_terminate_backend($1)", pids[0]["pid"])
+            first = await listen_backend(store)
+            assert await store.pool.fetchval("SELECT pg_terminate_backend($1)", first)
             await wait_for(lambda: events(logs, "waker_reconnected"), timeout=10,
                            what="the waker to reconnect")
             assert metrics.registry.get_sample_value("venturi_waker_reconnects_total") == 1
             await wait_for(lambda: worker.health.ready, what="ready again")
             (down,) = events(logs, "db_unavailable")
             assert down["service"] == "waker"
-            new_pids = await store.pool.fetch(listen_sql)
-            assert len(new_pids) == 1 and new_pids[0]["pid"] != pids[0]["pid"]
+            await listen_backend(store, other_than=first)
 
             # The new connection hears the control channel: a cancel reaches the running
             # handler as `job_cancelled`. Renewal, the only other way, is 10 s away and
@@ -343,8 +339,8 @@ async def test_a_new_grace_cuts_short_a_drain_already_waiting(
         await wait_for(lambda: worker._grace_scope is not None, what="the drain to wait")
         began = time.monotonic()
         await pgq.store.notify_control({"op": "drain", "worker": "graceful", "grace": 0})
-        await asyncio.wait_for(asyncio.shield(runner), 10)
-        assert time.monotonic() - began < 5
+        await asyncio.wait_for(asyncio.shield(runner), 40)
+        assert time.monotonic() - began < 30  # not the 120 s of the first grace
     finally:
         runner.cancel()
     assert probe.cancelled.is_set()

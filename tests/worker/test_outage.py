@@ -183,18 +183,24 @@ async def test_signals_stop_a_worker_whose_settlements_wait_for_the_database(
     """A drain must not wait for the database: exit 0 after the bounded final flush, or 130
     at once on a second signal, leaving the unwritten settlements to their leases."""
     queue = outage_queue
-    grace = 3.0
+    # The final flush waits max(5 s, grace) for the database. With a second signal the
+    # grace is long, so that the flush the signal cuts short (to 1 s) would be 20 s.
+    grace = 20.0 if second_signal else 3.0
     w = WorkerProcess(["--dsn", private_pg.dsn, "--prefix", queue.prefix, "--grace", str(grace),
                        "--concurrency", "2"], tmp_path / "worker.log")
     try:
         await wait_for(lambda: worker_up(queue, w), timeout=20)
         ends = tmp_path / "ends"
         ends.mkdir()
-        await queue.enqueue_many([Long(seconds=1.5, end_dir=str(ends)) for _ in range(2)])
+        release = tmp_path / "release"
+        await queue.enqueue_many([Long(seconds=60, end_dir=str(ends), until_file=str(release))
+                                  for _ in range(2)])
         await wait_for(lambda: _started(side_on_private, 2), what="both jobs to start")
         await side_on_private.conn.close()
         await asyncio.to_thread(private_pg.stop)
-        # Both runs end during the outage: their settlements are buffered.
+        # Both runs end during the outage, once it has begun: their settlements are
+        # buffered.
+        release.touch()
         await wait_for(lambda: len(list(ends.iterdir())) == 2, what="both runs to end")
         await wait_for(lambda: w.logged("db_unavailable"), what="the outage to be noticed")
         sent = time.monotonic()
@@ -203,14 +209,16 @@ async def test_signals_stop_a_worker_whose_settlements_wait_for_the_database(
             await wait_for(lambda: w.logged("drain_requested"), what="the drain to begin")
             sent = time.monotonic()
             w.signal(signal.SIGINT)
-            await wait_for(w.exited, timeout=10, what="the forced stop")
+            await wait_for(w.exited, timeout=15, what="the forced stop")
             assert w.returncode == 130, w.errors()
-            assert time.monotonic() - sent < 2.5, w.output()
+            # Not the 20 s flush: the second signal cut it to 1 s.
+            assert time.monotonic() - sent < 10, w.output()
         else:
-            await wait_for(w.exited, timeout=20, what="the drained worker to exit")
+            await wait_for(w.exited, timeout=25, what="the drained worker to exit")
             assert w.returncode == 0, w.errors()
-            # Nothing is running, so no grace period: only the bounded final flush (5 s).
-            assert time.monotonic() - sent < 5 + 2, w.output()
+            # Nothing is running, so no grace period: only the bounded final flush (5 s),
+            # not a wait for the database, which stays down.
+            assert time.monotonic() - sent < 5 + 10, w.output()
         assert w.logged("settlements_unflushed")
     finally:
         if w.alive():

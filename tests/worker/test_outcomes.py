@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 from typing import Any, ClassVar
 
@@ -81,18 +82,23 @@ ORDER: list[str] = []
 
 
 class Patient(venturi.Task, kind="w.patient", timeout=dt.timedelta(seconds=20), max_failures=1):
-    """Starts first, with a far timeout: the deadline watcher's only target at first."""
+    """Starts first, with a far timeout: the deadline watcher's only target at first. It
+    ends once Hasty was stopped, or after 15 s: by then a timer left at its own 20 s
+    deadline has not stopped Hasty yet."""
 
     running: ClassVar[asyncio.Event]
 
     async def run(self, ctx: venturi.Context) -> None:
         Patient.running.set()
-        await asyncio.sleep(1.5)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(Hasty.stopped.wait(), 15)
         ORDER.append("patient ended")
 
 
 class Hasty(venturi.Task, kind="w.hasty", timeout=dt.timedelta(milliseconds=150),
             max_failures=1):
+    stopped: ClassVar[asyncio.Event]
+
     async def run(self, ctx: venturi.Context) -> None:
         loop = asyncio.get_running_loop()
         began = loop.time()
@@ -101,6 +107,7 @@ class Hasty(venturi.Task, kind="w.hasty", timeout=dt.timedelta(milliseconds=150)
         finally:
             STOPPED_AFTER["hasty"] = loop.time() - began
             ORDER.append("hasty stopped")
+            Hasty.stopped.set()
 
 
 async def drain_all(queue: Queue, *tasks: type[venturi.Task], **options: Any) -> venturi.Worker:
@@ -255,7 +262,7 @@ async def test_a_later_run_with_a_nearer_timeout_is_stopped_on_time(wqueue: Queu
     still runs (not when the first one's run or deadline ends)."""
     STOPPED_AFTER.clear()
     ORDER.clear()
-    Patient.running = asyncio.Event()
+    Patient.running, Hasty.stopped = asyncio.Event(), asyncio.Event()
     patient = await wqueue.enqueue(Patient())
     worker = venturi.Worker(wqueue, tasks=[Patient, Hasty], concurrency=2)
     runner = asyncio.create_task(worker.run(until_empty=True))
@@ -266,7 +273,8 @@ async def test_a_later_run_with_a_nearer_timeout_is_stopped_on_time(wqueue: Queu
     finally:
         runner.cancel()
     assert ORDER == ["hasty stopped", "patient ended"], ORDER
-    assert STOPPED_AFTER["hasty"] >= 0.14, STOPPED_AFTER  # not before its own timeout
+    # Not before its own timeout, and at it: not at Patient's (20 s) or Patient's end.
+    assert 0.14 <= STOPPED_AFTER["hasty"] < 5, STOPPED_AFTER
     assert [e.note for e in await wqueue.journal(hasty.id)] == ["timeout"]
     assert [e.outcome for e in await wqueue.journal(patient.id)] == [Outcome.COMPLETED]
 

@@ -50,8 +50,12 @@ async def test_three_workers_keep_one_periodic_occurrence_and_completion_schedul
             return await pgq.count(kind="wp.every", statuses=["completed"]) >= 2
         await wait_for(two_completed, timeout=10, what="two occurrences to complete")
     finally:
+        # All three stop claiming at once: drained one after the other, a worker still
+        # running could run an occurrence the first one released, and a completed row
+        # would then carry a release (and a tick that is a release time).
         for w in workers:
-            await asyncio.wait_for(w.drain(grace=0), 10)
+            w.request_drain(grace=0)
+        await asyncio.wait_for(asyncio.gather(*(w.drain() for w in workers)), 10)
         await asyncio.gather(*tasks)
     # The unique index admits no second waiting or running occurrence, whoever writes it.
     with pytest.raises(asyncpg.UniqueViolationError):
