@@ -37,8 +37,12 @@ async def test_partitioned_worker_is_recovered_from_and_rejoins(tmp_path: Path) 
     # Its handlers stopped at their local deadline, and none of those runs settled.
     assert checks["cancelled"] >= 1
     assert checks["stale_settled"] == 0
-    # The others re-ran at most what it held when it was cut off.
-    assert 0 <= result.extra_executions <= checks["in_flight"]
+    # Every re-run is explained: w1 held the job when it was cut off, or a worker
+    # logged lease_lost for it (elsewhere, a renewal late on a busy machine). Without
+    # such a loss, the others re-ran at most what w1 held.
+    assert checks["unexplained_reruns"] == 0
+    if checks["lease_lost_elsewhere"] == 0:
+        assert 0 <= result.extra_executions <= checks["in_flight"]
 
 
 async def test_slow_lossy_link_costs_throughput_not_correctness(tmp_path: Path) -> None:
