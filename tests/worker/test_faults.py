@@ -22,7 +22,7 @@ from venturi.worker.metrics import WorkerMetrics
 
 from ..conftest import wait_for
 from .conftest import listen_backend, running, take_over
-from .spies import record
+from .spies import Call, record
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -178,15 +178,16 @@ async def _db_clock_offset(store: PostgresStore) -> tuple[dt.timedelta, dt.timed
     return db - (before + (after - before) / 2), (after - before) / 2
 
 
-async def test_handler_stops_at_its_local_deadline_when_renewals_fail(
-        pgq: Queue, probe: type[Probe], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Rule 8: no renewal, no run past the claim + 2/3 lease, and no settle. It stops
-    before its lease runs out in the database, so nobody can have reclaimed it meanwhile."""
-    store = pgq.store
-    assert isinstance(store, PostgresStore)
-    renewals = record(monkeypatch, store, "extend_leases", fail=lambda: DatabaseUnavailable(
+def _renewals_fail(monkeypatch: pytest.MonkeyPatch, store: PostgresStore) -> list[Call]:
+    """Every renewal fails as if the database were unreachable; the calls, recorded."""
+    return record(monkeypatch, store, "extend_leases", fail=lambda: DatabaseUnavailable(
         "injected: renewal cannot reach the database"))
-    lease = Brief.__task__.lease
+
+
+async def _run_to_its_deadline(pgq: Queue, probe: type[Probe]
+                               ) -> tuple[venturi.Enqueued, dt.datetime]:
+    """One Brief job on a worker of its own, until its handler is stopped and the worker
+    logged lease_lost: (the job, the handler's stop time)."""
     worker = venturi.Worker(pgq, tasks=[Brief], concurrency=1)
     with capture_logs() as logs:
         async with running(worker):
@@ -194,6 +195,18 @@ async def test_handler_stops_at_its_local_deadline_when_renewals_fail(
             await wait_for(probe.cancelled.is_set, timeout=10, what="the deadline")
             stopped = probe.cancelled_at[job.id]
             await wait_for(lambda: events(logs, "lease_lost", job.id), what="lease_lost")
+    return job, stopped
+
+
+async def test_handler_stops_at_its_local_deadline_when_renewals_fail(
+        pgq: Queue, probe: type[Probe], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rule 8: no renewal, no run past the claim + 2/3 lease, and no settle. It stops
+    before its lease runs out in the database, so nobody can have reclaimed it meanwhile."""
+    store = pgq.store
+    assert isinstance(store, PostgresStore)
+    renewals = _renewals_fail(monkeypatch, store)
+    lease = Brief.__task__.lease
+    job, stopped = await _run_to_its_deadline(pgq, probe)
     assert renewals and all(c.error is not None for c in renewals)
     row = await pgq.job(job.id)
     assert row is not None and (row.status, row.run_count) == (Status.CLAIMED, 1)
@@ -215,8 +228,7 @@ async def test_a_slow_claim_reply_does_not_move_the_local_deadline(
     lease expires in the database."""
     store = pgq.store
     assert isinstance(store, PostgresStore)
-    record(monkeypatch, store, "extend_leases", fail=lambda: DatabaseUnavailable(
-        "injected: renewal cannot reach the database"))
+    _renewals_fail(monkeypatch, store)
     claim = store.claim
 
     async def late_reply(request: ClaimRequest) -> list[JobRecord]:
@@ -225,13 +237,7 @@ async def test_a_slow_claim_reply_does_not_move_the_local_deadline(
             await asyncio.sleep(1.5)
         return jobs
     monkeypatch.setattr(store, "claim", late_reply)
-    worker = venturi.Worker(pgq, tasks=[Brief], concurrency=1)
-    with capture_logs() as logs:
-        async with running(worker):
-            job = await pgq.enqueue(Brief())
-            await wait_for(probe.cancelled.is_set, timeout=10, what="the deadline")
-            stopped = probe.cancelled_at[job.id]
-            await wait_for(lambda: events(logs, "lease_lost", job.id), what="lease_lost")
+    job, stopped = await _run_to_its_deadline(pgq, probe)
     row = await pgq.job(job.id)
     assert row is not None and row.status is Status.CLAIMED, (
         "the lease ran out in the database while the handler still ran: recovered", row)
