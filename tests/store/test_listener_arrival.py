@@ -10,6 +10,7 @@ import pytest
 
 from venturi.notices import Drain, parse_control
 from venturi.store.base import Listener, Store
+from venturi.store.postgres import PostgresStore
 from venturi.testing.builders import add, new_job
 
 from ..conftest import wait_for
@@ -54,3 +55,19 @@ async def test_without_a_hook_or_when_it_raises_receive_has_the_notification(
         listener.on_arrival(None)
         await add(store, new_job("third"))
         assert await _receive(listener) == ("jobs", "third")
+
+
+async def test_a_ping_keeps_the_session_reading_listen_and_its_notifications(
+        pg_store: PostgresStore) -> None:
+    """The waker pings its LISTEN connection after a quiet spell. The ping LISTENs again,
+    so the session's query column still says LISTEN (an operator, or a fault test whose
+    DSN names every session alike, finds it by that), and what arrives after it is
+    still delivered."""
+    async with pg_store.listen() as listener:
+        await listener.ping()  # type: ignore[attr-defined]
+        pid = listener._conn.get_server_pid()  # type: ignore[attr-defined]
+        query = await pg_store.pool.fetchval(
+            "SELECT query FROM pg_stat_activity WHERE pid = $1", pid)
+        assert query.startswith('LISTEN "'), query
+        await add(pg_store, new_job("after the ping"))
+        assert await _receive(listener) == ("jobs", "after the ping")

@@ -143,10 +143,9 @@ LISTEN_NAME = "venturi listen"
 
 async def listen_backends(store: PostgresStore) -> list[int]:
     """The backends of venturi's LISTEN connections on ``store``'s database (an in-process
-    worker's waker), by their session name (``named`` in venturi/store/_connect.py): the
-    query column says ``LISTEN ...`` only until the waker's first ping, a ``SELECT 1``
-    after 10 s without a message. A DSN or PGAPPNAME that names every session alike
-    leaves the query text to go by."""
+    worker's waker), by their session name (``named`` in venturi/store/_connect.py). A
+    DSN or PGAPPNAME that names every session alike leaves the query text to go by: it
+    reads ``LISTEN ...``, the waker's pings included (they LISTEN again)."""
     dsn = store.listen_dsn or store.dsn or ""
     if _connect.named(dsn, "listen") == {"application_name": LISTEN_NAME}:
         where, arg = "application_name = $1", LISTEN_NAME

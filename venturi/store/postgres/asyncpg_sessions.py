@@ -16,7 +16,7 @@ from typing import Any
 
 from ...errors import DatabaseUnavailable
 from .. import _connect
-from .._sql import Query
+from .._sql import Query, quote_ident
 from ..base import IdentityLock, Listener, Maintenance
 from ..vacuum import MaintenanceState, VacuumPolicy, VacuumRun
 from .asyncpg_errors import translated
@@ -106,6 +106,8 @@ class AsyncpgListener(Listener):
         self._channels = dict(queue_channels(prefix) if channels is None else channels)
         self._queue: asyncio.Queue[tuple[str, str] | None] = asyncio.Queue()
         self._conn: Any = None
+        first = next(iter(self._channels), None)
+        self._ping = "SELECT 1" if first is None else f"LISTEN {quote_ident(first)}"
 
     async def __aenter__(self) -> AsyncpgListener:
         with translated(self._prefix, self._dsn):
@@ -138,10 +140,14 @@ class AsyncpgListener(Listener):
         return item
 
     async def ping(self) -> None:
-        """Round-trip on the LISTEN connection, so a silently dead socket is noticed."""
+        """Round-trip on the LISTEN connection, so a silently dead socket is noticed.
+        The round trip LISTENs again on a channel the session already listens on, a
+        no-op for the server: the session's ``query`` in ``pg_stat_activity`` keeps
+        reading ``LISTEN ...``, which is how an operator (or a fault test) whose DSN
+        names every session alike tells the LISTEN session apart."""
         with translated(self._prefix, self._dsn):
             async with asyncio.timeout(5):  # wait_for may drop a cancel on 3.11
-                await self._conn.fetchval("SELECT 1")
+                await self._conn.execute(self._ping)
 
 
 class AsyncpgMaintenance(Maintenance):
