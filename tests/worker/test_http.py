@@ -110,3 +110,54 @@ async def test_a_cancelled_close_is_cancelled_and_the_server_still_stops() -> No
     await wait_for(shutdown.done, what="the shutdown to end")
     assert shutdown.exception() is None and server._sock.fileno() == -1
     assert serving.done() and not serving.cancelled() and serving.exception() is None
+
+
+async def test_a_shutdown_that_fails_after_its_caller_was_cancelled_is_logged() -> None:
+    """The shutdown goes on after close()'s caller was cancelled. If it then fails (the
+    dashboard's hub refusing to close, say), the failure is logged as a warning, and
+    asyncio has no unretrieved exception to report."""
+    import gc
+
+    import structlog
+    from prometheus_client import CollectorRegistry
+
+    from venturi.errors import classify
+    from venturi.worker.health import Health
+    from venturi.worker.http import HttpServer
+
+    server = HttpServer(Queue(venturi.MemoryStore()), Health(), CollectorRegistry(),
+                        "127.0.0.1:0")
+    await server.start()
+    release = asyncio.Event()
+
+    class Hub:  # what _shut_down closes after the server: here it fails, when released
+        async def aclose(self) -> None:
+            await release.wait()
+            raise OSError("the hub would not close")
+
+    server._server.app.state.dashboard = Hub()  # type: ignore[attr-defined]
+    loop = asyncio.get_running_loop()
+    unretrieved: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _loop, context: unretrieved.append(context))
+    try:
+        with structlog.testing.capture_logs() as logs:
+            closing = asyncio.create_task(server.close())
+            await wait_for(lambda: server._task is not None and server._task.done(),
+                           what="the server to stop")
+            closing.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await closing
+            release.set()
+            shutdown = server._closing
+            assert shutdown is not None
+            await wait_for(lambda: any(e["event"] == "http_close_failed" for e in logs),
+                           what="the failed shutdown to be logged")
+            del shutdown, closing
+            server._closing = None
+            gc.collect()  # an unretrieved exception is reported when its future goes
+        failed = [e for e in logs if e["event"] == "http_close_failed"]
+        assert len(failed) == 1 and failed[0]["log_level"] == "warning", logs
+        assert failed[0]["error"] == classify(OSError()), failed
+        assert unretrieved == []
+    finally:
+        loop.set_exception_handler(None)

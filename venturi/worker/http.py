@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..config import WEB_EXTRA, require_web
-from ..errors import ConfigError
+from ..errors import ConfigError, classify
 from ..logs import get_logger
 from ..queue import Queue
 from ..task import Task
@@ -76,7 +76,13 @@ class HttpServer:
         completes."""
         if self._closing is None:
             self._closing = asyncio.ensure_future(self._shut_down())
-        await asyncio.shield(self._closing)
+        try:
+            await asyncio.shield(self._closing)
+        except asyncio.CancelledError:
+            # Nobody is left to await the shutdown: its failure is logged, not left to
+            # asyncio's "exception was never retrieved".
+            self._closing.add_done_callback(_log_failure)
+            raise
 
     async def _shut_down(self) -> None:
         self._server.should_exit = True
@@ -93,3 +99,8 @@ class HttpServer:
         if dash is not None:
             await dash.aclose()
         self._sock.close()
+
+
+def _log_failure(shutdown: asyncio.Future[None]) -> None:
+    if not shutdown.cancelled() and (exc := shutdown.exception()) is not None:
+        log.warning("http_close_failed", error=classify(exc))
