@@ -139,6 +139,12 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def listen(channel: str) -> str:
+    """``LISTEN`` on ``channel``: what a listener's keep-alive ping sends on a channel it
+    already listens on (venturi/store/postgres/asyncpg_sessions.py)."""
+    return f"LISTEN {quote_ident(channel)}"
+
+
 @cache
 def queries(prefix: str, schema: str | None = None) -> dict[str, Query]:
     """The store's statements for ``prefix``; the prefix is the only splice besides

@@ -16,7 +16,7 @@ from typing import Any
 
 from ...errors import DatabaseUnavailable
 from .. import _connect
-from .._sql import Query, quote_ident
+from .._sql import Query, listen
 from ..base import IdentityLock, Listener, Maintenance
 from ..vacuum import MaintenanceState, VacuumPolicy, VacuumRun
 from .asyncpg_errors import translated
@@ -107,7 +107,7 @@ class AsyncpgListener(Listener):
         self._queue: asyncio.Queue[tuple[str, str] | None] = asyncio.Queue()
         self._conn: Any = None
         first = next(iter(self._channels), None)
-        self._ping = "SELECT 1" if first is None else f"LISTEN {quote_ident(first)}"
+        self._ping = "SELECT 1" if first is None else listen(first)
 
     async def __aenter__(self) -> AsyncpgListener:
         with translated(self._prefix, self._dsn):
